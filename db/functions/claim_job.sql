@@ -1,0 +1,16 @@
+-- claim_job: takes the next ready job for one worker (pending/failed → processing), or returns no row.
+-- The one-job form of claim_jobs, with the same rules: for update skip locked, highest priority then
+-- oldest run_at, optional queue filter, lease and job_attempts row written in the same statement.
+--   select * from claim_job('w1');
+--   select * from claim_job('w1', array['emails']);
+-- Raises QV400 for a missing worker id or an out-of-range lease or queue list.
+create or replace function claim_job(
+    p_worker_id  text,
+    p_queues     text[] default null,
+    p_lease_ms   integer default null,
+    p_now        timestamptz default now()
+) returns setof jobs
+language sql
+as $$
+    select * from claim_jobs(p_worker_id, 1, p_queues, p_lease_ms, p_now);
+$$;

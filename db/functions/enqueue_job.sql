@@ -1,0 +1,88 @@
+-- enqueue_job: adds one job (→ pending), or returns the job already made with this idempotency key.
+-- One insert with on conflict do nothing: the unique constraint, not a prior check, decides which
+-- of two concurrent calls creates the job. created is true only for the call that inserted it.
+-- Notifies channel pgqw_jobs (payload: the queue) when the new job is ready now.
+-- Raises QV400 (bad argument), QV413 (payload larger than queue_settings.max_payload_bytes),
+-- QI409 (the key was already used with a different type or payload).
+create or replace function enqueue_job(
+    p_type             text,
+    p_payload          jsonb,
+    p_idempotency_key  text,
+    p_queue            text default 'default',
+    p_priority         integer default 0,
+    p_run_at           timestamptz default null,
+    p_max_attempts     integer default null
+) returns table (
+    id uuid, type text, payload jsonb, status text, attempts integer, max_attempts integer,
+    last_error text, run_at timestamptz, created_at timestamptz, started_at timestamptz,
+    finished_at timestamptz, locked_by text, lease_expires_at timestamptz,
+    idempotency_key text, queue text, priority integer, created boolean
+)
+language plpgsql
+as $$
+#variable_conflict use_variable
+declare
+    v_settings queue_settings;
+    v_job jobs;
+    v_created boolean;
+begin
+    select * into v_settings from queue_settings;
+    if p_type is null or btrim(p_type) = '' or length(p_type) > 100 then
+        raise exception using errcode = 'QV400',
+            message = 'type must be a non-empty text of at most 100 characters';
+    end if;
+    if p_payload is null or jsonb_typeof(p_payload) <> 'object' then
+        raise exception using errcode = 'QV400',
+            message = format('payload must be a JSON object, got %s',
+                             coalesce(jsonb_typeof(p_payload), 'null'));
+    end if;
+    if octet_length(p_payload::text) > v_settings.max_payload_bytes then
+        raise exception using errcode = 'QV413',
+            message = format('payload is %s bytes, more than the limit of %s',
+                             octet_length(p_payload::text), v_settings.max_payload_bytes);
+    end if;
+    if p_idempotency_key is null or btrim(p_idempotency_key) = '' or length(p_idempotency_key) > 255 then
+        raise exception using errcode = 'QV400',
+            message = 'idempotency key must be a non-empty text of at most 255 characters';
+    end if;
+    if p_queue is null or btrim(p_queue) = '' or length(p_queue) > 100 then
+        raise exception using errcode = 'QV400',
+            message = 'queue must be a non-empty text of at most 100 characters';
+    end if;
+    if p_priority is null then
+        raise exception using errcode = 'QV400', message = 'priority must not be null';
+    end if;
+    if p_max_attempts is not null and (p_max_attempts < 1 or p_max_attempts > 1000) then
+        raise exception using errcode = 'QV400',
+            message = format('max_attempts must be between 1 and 1000, got %s', p_max_attempts);
+    end if;
+
+    loop
+        insert into jobs as j (type, payload, max_attempts, idempotency_key, queue, priority, run_at)
+        values (p_type, p_payload, coalesce(p_max_attempts, v_settings.max_attempts),
+                p_idempotency_key, p_queue, p_priority, coalesce(p_run_at, now()))
+        on conflict on constraint jobs_idempotency_key_key do nothing
+        returning j.* into v_job;
+        v_created := found;
+        exit when v_created;
+        -- The key exists (the insert waited for its inserter to commit). Read it back.
+        select j.* into v_job from jobs j where j.idempotency_key = p_idempotency_key;
+        exit when found;
+        -- It was deleted in between: try the insert again.
+    end loop;
+
+    if not v_created and (v_job.type <> p_type or v_job.payload <> p_payload) then
+        raise exception using errcode = 'QI409',
+            message = format('idempotency key %L was already used for a different job', p_idempotency_key),
+            detail = format('existing job %s has type %s; the key may only be reused with the same type and payload',
+                            v_job.id, v_job.type),
+            hint = 'use a new idempotency key for a different request';
+    end if;
+
+    if v_created and v_job.run_at <= now() then
+        perform pg_notify('pgqw_jobs', v_job.queue);
+    end if;
+
+    return query select v_job.*, v_created;
+end;
+$$;

@@ -1,0 +1,39 @@
+-- mark_succeeded: records that a worker's attempt finished the job (processing → succeeded).
+-- Acts only while that worker's attempt still holds the job (locked_by and attempts match), so a late
+-- result from a worker whose lease expired and whose job was swept changes nothing.
+-- Its job_attempts row becomes succeeded. Returns the updated job.
+-- Raises QV400 (null or bad argument), QN404 (no such job), QL409 (the attempt no longer holds the job).
+create or replace function mark_succeeded(
+    p_job_id     uuid,
+    p_worker_id  text,
+    p_attempt    integer
+) returns setof jobs
+language plpgsql
+as $$
+declare
+    v_job jobs;
+begin
+    if p_job_id is null or p_worker_id is null or p_attempt is null then
+        raise exception using errcode = 'QV400', message = 'job id, worker id and attempt must not be null';
+    end if;
+    if p_attempt < 1 then
+        raise exception using errcode = 'QV400', message = format('attempt must be 1 or more, got %s', p_attempt);
+    end if;
+
+    update jobs j
+       set status = 'succeeded', finished_at = greatest(now(), j.started_at),
+           locked_by = null, lease_expires_at = null
+     where j.id = p_job_id and j.status = 'processing'
+       and j.locked_by = p_worker_id and j.attempts = p_attempt
+    returning j.* into v_job;
+    if not found then
+        perform raise_job_not_held(p_job_id, p_worker_id, p_attempt);
+    end if;
+
+    update job_attempts a
+       set outcome = 'succeeded', finished_at = greatest(now(), a.started_at)
+     where a.job_id = p_job_id and a.attempt = p_attempt;
+
+    return next v_job;
+end;
+$$;

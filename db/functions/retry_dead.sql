@@ -1,0 +1,42 @@
+-- retry_dead: a person gives a dead job another chance (dead → pending, runnable at once).
+-- max_attempts grows by p_extra_attempts (default queue_settings.retry_extra_attempts, 5) instead of
+-- attempts being reset, so attempt numbers keep counting and the history in job_attempts is kept.
+-- Returns the updated job.
+-- Raises QV400 (null or bad argument), QN404 (no such job), QS409 (the job is not dead).
+create or replace function retry_dead(
+    p_job_id          uuid,
+    p_extra_attempts  integer default null
+) returns setof jobs
+language plpgsql
+as $$
+declare
+    v_job jobs;
+    v_status text;
+begin
+    if p_job_id is null then
+        raise exception using errcode = 'QV400', message = 'job id must not be null';
+    end if;
+    if p_extra_attempts is not null and (p_extra_attempts < 1 or p_extra_attempts > 1000) then
+        raise exception using errcode = 'QV400',
+            message = format('extra attempts must be between 1 and 1000, got %s', p_extra_attempts);
+    end if;
+
+    update jobs j
+       set status = 'pending', run_at = now(), finished_at = null,
+           max_attempts = j.max_attempts + coalesce(
+               p_extra_attempts, (select s.retry_extra_attempts from queue_settings s))
+     where j.id = p_job_id and j.status = 'dead'
+    returning j.* into v_job;
+    if not found then
+        select j.status into v_status from jobs j where j.id = p_job_id;
+        if not found then
+            raise exception using errcode = 'QN404', message = format('job %s does not exist', p_job_id);
+        end if;
+        raise exception using errcode = 'QS409',
+            message = format('job %s is %s; only dead jobs can be retried', p_job_id, v_status);
+    end if;
+
+    perform pg_notify('pgqw_jobs', v_job.queue);
+    return next v_job;
+end;
+$$;

@@ -1,0 +1,131 @@
+"""Every setting in one place: a default and the environment variable that changes it.
+
+Queue rules (max attempts, backoff, lease) default to None here, meaning "use the row in the
+queue_settings table", which a DBA can change without a deploy. Setting the environment variable
+overrides the table for this process only, by passing the value as a stored-function argument.
+"""
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class ConfigError(ValueError):
+    """A setting has a value that cannot be used."""
+
+
+def _int(name: str, default: int | None, *, minimum: int | None = None) -> int | None:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def _float(name: str, default: float, *, low: float, high: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def _bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    if raw.strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.strip().lower() in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name} must be 1/0, true/false, yes/no or on/off, got {raw!r}")
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    # Where the database is. None: the embedded server under PGQW_DATA_DIR.
+    database_url: str | None = None
+    data_dir: Path = ROOT / ".pgdata"
+
+    # Queue rules: None means the queue_settings table decides.
+    max_attempts: int | None = None
+    retry_base_delay_ms: int | None = None
+    retry_max_jitter_ms: int | None = None
+    retry_max_delay_ms: int | None = None
+    lease_ms: int | None = None
+
+    # Worker.
+    worker_id: str = field(default_factory=default_worker_id)
+    concurrency: int = 5
+    poll_interval_ms: int = 1000
+    sweep_interval_ms: int = 10000
+    heartbeat_interval_ms: int | None = None  # None: a third of the lease
+    shutdown_grace_ms: int = 10000
+    listen: bool = True
+    queues: tuple[str, ...] | None = None
+    batch_claim: bool = True
+
+    # Simulated faults of the demo work.
+    sim_min_latency_ms: int = 2000
+    sim_max_latency_ms: int = 4000
+    sim_failure_rate: float = 0.2
+
+    # API.
+    port: int = 3000
+    public_url: str | None = None
+    max_body_bytes: int = 64 * 1024
+    api_threads: int = 8
+
+
+def load() -> Settings:
+    """Reads the settings from the environment. Raises ConfigError naming the bad variable."""
+    queues_raw = os.environ.get("WORKER_QUEUES", "").strip()
+    s = Settings(
+        database_url=os.environ.get("DATABASE_URL") or None,
+        data_dir=Path(os.environ.get("PGQW_DATA_DIR") or ROOT / ".pgdata"),
+        max_attempts=_int("MAX_ATTEMPTS", None, minimum=1),
+        retry_base_delay_ms=_int("RETRY_BASE_DELAY_MS", None, minimum=0),
+        retry_max_jitter_ms=_int("RETRY_MAX_JITTER_MS", None, minimum=0),
+        retry_max_delay_ms=_int("RETRY_MAX_DELAY_MS", None, minimum=0),
+        lease_ms=_int("STUCK_JOB_TIMEOUT_MS", None, minimum=1),
+        worker_id=os.environ.get("WORKER_ID") or default_worker_id(),
+        concurrency=_int("WORKER_CONCURRENCY", 5, minimum=1),
+        poll_interval_ms=_int("POLL_INTERVAL_MS", 1000, minimum=1),
+        sweep_interval_ms=_int("SWEEP_INTERVAL_MS", 10000, minimum=1),
+        heartbeat_interval_ms=_int("HEARTBEAT_INTERVAL_MS", None, minimum=1),
+        shutdown_grace_ms=_int("SHUTDOWN_GRACE_MS", 10000, minimum=0),
+        listen=_bool("WORKER_LISTEN", True),
+        queues=tuple(q.strip() for q in queues_raw.split(",") if q.strip()) or None,
+        batch_claim=_bool("WORKER_BATCH_CLAIM", True),
+        sim_min_latency_ms=_int("SIM_MIN_LATENCY_MS", 2000, minimum=0),
+        sim_max_latency_ms=_int("SIM_MAX_LATENCY_MS", 4000, minimum=0),
+        sim_failure_rate=_float("SIM_FAILURE_RATE", 0.2, low=0.0, high=1.0),
+        port=_int("PORT", 3000, minimum=0),
+        public_url=os.environ.get("PUBLIC_URL") or None,
+        max_body_bytes=_int("MAX_BODY_BYTES", 64 * 1024, minimum=1),
+        api_threads=_int("API_THREADS", 8, minimum=1),
+    )
+    if s.sim_max_latency_ms < s.sim_min_latency_ms:
+        raise ConfigError(
+            f"SIM_MAX_LATENCY_MS ({s.sim_max_latency_ms}) must not be below "
+            f"SIM_MIN_LATENCY_MS ({s.sim_min_latency_ms})"
+        )
+    return s

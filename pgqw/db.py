@@ -1,0 +1,301 @@
+"""Thin wrappers over the stored functions: one Python function per SQL function, same name.
+
+The app, the worker and the CLI call these and nothing else; no other module holds SQL.
+Each takes an open psycopg connection first, so a caller can group calls in one transaction,
+and keyword arguments after it. Results are typed with dataclasses through class_row.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Iterable, Sequence
+
+import psycopg
+from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
+
+NOTIFY_CHANNEL = "pgqw_jobs"
+
+
+@dataclass
+class Job:
+    id: uuid.UUID
+    type: str
+    payload: dict[str, Any]
+    status: str
+    attempts: int
+    max_attempts: int
+    last_error: str | None
+    run_at: datetime
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    locked_by: str | None
+    lease_expires_at: datetime | None
+    idempotency_key: str
+    queue: str
+    priority: int
+
+
+@dataclass
+class EnqueuedJob(Job):
+    created: bool
+
+
+@dataclass
+class Attempt:
+    job_id: uuid.UUID
+    attempt: int
+    worker_id: str
+    started_at: datetime
+    finished_at: datetime | None
+    outcome: str | None
+    error: str | None
+
+
+@dataclass
+class Swept:
+    job_id: uuid.UUID
+    attempt: int
+    worker_id: str
+    status: str
+    lease_expired_at: datetime
+
+
+@dataclass
+class Lease:
+    job_id: uuid.UUID
+    lease_expires_at: datetime
+
+
+def enqueue_job(
+    conn: psycopg.Connection,
+    *,
+    type: str,
+    payload: dict[str, Any],
+    idempotency_key: str,
+    queue: str = "default",
+    priority: int = 0,
+    run_at: datetime | None = None,
+    max_attempts: int | None = None,
+) -> EnqueuedJob:
+    with conn.cursor(row_factory=class_row(EnqueuedJob)) as cur:
+        cur.execute(
+            "select * from enqueue_job(%(type)s::text, %(payload)s::jsonb, %(key)s::text,"
+            " %(queue)s::text, %(priority)s::integer, %(run_at)s::timestamptz, %(max_attempts)s::integer)",
+            {
+                "type": type, "payload": Jsonb(payload), "key": idempotency_key, "queue": queue,
+                "priority": priority, "run_at": run_at, "max_attempts": max_attempts,
+            },
+        )
+        row = cur.fetchone()
+    assert row is not None
+    return row
+
+
+def claim_job(
+    conn: psycopg.Connection,
+    *,
+    worker_id: str,
+    queues: Sequence[str] | None = None,
+    lease_ms: int | None = None,
+) -> Job | None:
+    with conn.cursor(row_factory=class_row(Job)) as cur:
+        cur.execute(
+            "select * from claim_job(%(worker_id)s::text, %(queues)s::text[], %(lease_ms)s::integer)",
+            {"worker_id": worker_id, "queues": list(queues) if queues else None, "lease_ms": lease_ms},
+        )
+        return cur.fetchone()
+
+
+def claim_jobs(
+    conn: psycopg.Connection,
+    *,
+    worker_id: str,
+    limit: int,
+    queues: Sequence[str] | None = None,
+    lease_ms: int | None = None,
+) -> list[Job]:
+    with conn.cursor(row_factory=class_row(Job)) as cur:
+        cur.execute(
+            "select * from claim_jobs(%(worker_id)s::text, %(limit)s::integer, %(queues)s::text[],"
+            " %(lease_ms)s::integer)",
+            {"worker_id": worker_id, "limit": limit,
+             "queues": list(queues) if queues else None, "lease_ms": lease_ms},
+        )
+        return cur.fetchall()
+
+
+def mark_succeeded(conn: psycopg.Connection, *, job_id: uuid.UUID | str, worker_id: str, attempt: int) -> Job:
+    with conn.cursor(row_factory=class_row(Job)) as cur:
+        cur.execute(
+            "select * from mark_succeeded(%(job_id)s::uuid, %(worker_id)s::text, %(attempt)s::integer)",
+            {"job_id": job_id, "worker_id": worker_id, "attempt": attempt},
+        )
+        row = cur.fetchone()
+    assert row is not None
+    return row
+
+
+def mark_failed(
+    conn: psycopg.Connection,
+    *,
+    job_id: uuid.UUID | str,
+    worker_id: str,
+    attempt: int,
+    error: str,
+    retryable: bool = True,
+    base_ms: int | None = None,
+    max_jitter_ms: int | None = None,
+    max_delay_ms: int | None = None,
+) -> Job:
+    with conn.cursor(row_factory=class_row(Job)) as cur:
+        cur.execute(
+            "select * from mark_failed(%(job_id)s::uuid, %(worker_id)s::text, %(attempt)s::integer,"
+            " %(error)s::text, %(retryable)s::boolean, %(base_ms)s::integer,"
+            " %(max_jitter_ms)s::integer, %(max_delay_ms)s::integer)",
+            {"job_id": job_id, "worker_id": worker_id, "attempt": attempt, "error": error,
+             "retryable": retryable, "base_ms": base_ms, "max_jitter_ms": max_jitter_ms,
+             "max_delay_ms": max_delay_ms},
+        )
+        row = cur.fetchone()
+    assert row is not None
+    return row
+
+
+def heartbeat(
+    conn: psycopg.Connection, *, worker_id: str, job_ids: Iterable[uuid.UUID | str], lease_ms: int | None = None
+) -> list[Lease]:
+    with conn.cursor(row_factory=class_row(Lease)) as cur:
+        cur.execute(
+            "select * from heartbeat(%(worker_id)s::text, %(job_ids)s::uuid[], %(lease_ms)s::integer)",
+            {"worker_id": worker_id, "job_ids": list(job_ids), "lease_ms": lease_ms},
+        )
+        return cur.fetchall()
+
+
+def sweep_stuck(conn: psycopg.Connection) -> list[Swept]:
+    with conn.cursor(row_factory=class_row(Swept)) as cur:
+        cur.execute("select * from sweep_stuck()")
+        return cur.fetchall()
+
+
+def release_job(
+    conn: psycopg.Connection, *, job_id: uuid.UUID | str, worker_id: str, attempt: int, reason: str
+) -> Job:
+    with conn.cursor(row_factory=class_row(Job)) as cur:
+        cur.execute(
+            "select * from release_job(%(job_id)s::uuid, %(worker_id)s::text, %(attempt)s::integer,"
+            " %(reason)s::text)",
+            {"job_id": job_id, "worker_id": worker_id, "attempt": attempt, "reason": reason},
+        )
+        row = cur.fetchone()
+    assert row is not None
+    return row
+
+
+def retry_dead(conn: psycopg.Connection, *, job_id: uuid.UUID | str, extra_attempts: int | None = None) -> Job:
+    with conn.cursor(row_factory=class_row(Job)) as cur:
+        cur.execute(
+            "select * from retry_dead(%(job_id)s::uuid, %(extra)s::integer)",
+            {"job_id": job_id, "extra": extra_attempts},
+        )
+        row = cur.fetchone()
+    assert row is not None
+    return row
+
+
+def save_flyer(conn: psycopg.Connection, *, job_id: uuid.UUID | str, pdf: bytes) -> bool:
+    """Stores a job's flyer unless one exists. True when this call stored it."""
+    row = conn.execute(
+        "select save_flyer(%(job_id)s::uuid, %(pdf)s::bytea)", {"job_id": job_id, "pdf": pdf}
+    ).fetchone()
+    assert row is not None
+    return bool(row[0])
+
+
+# Reads. One query each.
+
+def get_job(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> Job | None:
+    with conn.cursor(row_factory=class_row(Job)) as cur:
+        cur.execute("select * from jobs where id = %(job_id)s::uuid", {"job_id": job_id})
+        return cur.fetchone()
+
+
+def get_attempts(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> list[Attempt]:
+    with conn.cursor(row_factory=class_row(Attempt)) as cur:
+        cur.execute(
+            "select * from job_attempts where job_id = %(job_id)s::uuid order by attempt", {"job_id": job_id}
+        )
+        return cur.fetchall()
+
+
+def flyer_exists(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> bool:
+    row = conn.execute(
+        "select exists (select 1 from flyers where job_id = %(job_id)s::uuid)", {"job_id": job_id}
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def get_flyer(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> bytes | None:
+    row = conn.execute(
+        "select pdf from flyers where job_id = %(job_id)s::uuid", {"job_id": job_id}
+    ).fetchone()
+    return bytes(row[0]) if row else None
+
+
+def count_flyers(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> int:
+    row = conn.execute(
+        "select count(*) from flyers where job_id = %(job_id)s::uuid", {"job_id": job_id}
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+@dataclass
+class Page:
+    jobs: list[Job]
+    next_cursor: tuple[datetime, uuid.UUID] | None
+
+
+def list_jobs(
+    conn: psycopg.Connection,
+    *,
+    status: str | None = None,
+    limit: int = 50,
+    after: tuple[datetime, uuid.UUID] | None = None,
+) -> Page:
+    """Jobs newest first, optionally of one status; keyset pagination on (created_at, id).
+
+    `after` is the (created_at, id) of the last job of the previous page. Any number of pages
+    can be browsed; each page costs one index range scan.
+    """
+    from psycopg import sql
+
+    where = [sql.SQL("true")]
+    params: dict[str, Any] = {"limit": limit + 1}
+    if status is not None:
+        where.append(sql.SQL("status = %(status)s::text"))
+        params["status"] = status
+    if after is not None:
+        where.append(sql.SQL("(created_at, id) < (%(after_at)s::timestamptz, %(after_id)s::uuid)"))
+        params["after_at"], params["after_id"] = after
+    query = sql.SQL("select * from jobs where {} order by created_at desc, id desc limit %(limit)s").format(
+        sql.SQL(" and ").join(where)
+    )
+    with conn.cursor(row_factory=class_row(Job)) as cur:
+        cur.execute(query, params)
+        found = cur.fetchall()
+    more = len(found) > limit
+    found = found[:limit]
+    return Page(jobs=found, next_cursor=(found[-1].created_at, found[-1].id) if more and found else None)
+
+
+def count_by_status(conn: psycopg.Connection) -> dict[str, int]:
+    """Jobs per status, every status present (zero when none)."""
+    found = conn.execute(
+        "select s.status, count(j.id) from unnest(array['pending', 'processing', 'succeeded', 'failed', 'dead'])"
+        " with ordinality as s(status, n) left join jobs j on j.status = s.status group by s.status, s.n"
+        " order by s.n"
+    ).fetchall()
+    return {status: int(n) for status, n in found}

@@ -1,0 +1,130 @@
+"""Applies db/migrations in order, each once, then re-applies every db/functions file.
+
+- A migration is `db/migrations/NNNN_description.sql`: plain SQL, applied in its own transaction
+  together with its row in the schema_migrations ledger, so a failed file leaves nothing behind.
+- An applied migration must never change: its checksum is recorded and a changed file is refused.
+- Function files are `CREATE OR REPLACE` and are all applied again, in one transaction, every run.
+- A session advisory lock makes two runners at once safe: the second waits, then finds nothing to do.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import psycopg
+
+from .config import ROOT
+
+SQL_DIR = ROOT / "db"
+LOCK_KEY = 7_101_984_151  # any constant bigint; names this project's migrate lock
+_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+
+class MigrationError(RuntimeError):
+    """A migration could not be applied; the message names the file and line."""
+
+
+@dataclass
+class MigrateResult:
+    applied: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    functions: list[str] = field(default_factory=list)
+
+
+def _checksum(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _where(exc: psycopg.Error, sql: str) -> str:
+    pos = exc.diag.statement_position
+    if pos and pos.isdigit():
+        return f"line {sql[: int(pos) - 1].count(chr(10)) + 1}"
+    return "line ?"
+
+
+def migration_files(sql_dir: Path = SQL_DIR) -> list[tuple[int, Path]]:
+    found: dict[int, Path] = {}
+    for path in sorted((sql_dir / "migrations").glob("*.sql")):
+        m = _NAME.match(path.name)
+        if not m:
+            raise MigrationError(f"{path.name}: migration names must look like 0001_description.sql")
+        version = int(m.group(1))
+        if version in found:
+            raise MigrationError(f"{path.name}: version {version} is also used by {found[version].name}")
+        found[version] = path
+    return sorted(found.items())
+
+
+def function_files(sql_dir: Path = SQL_DIR) -> list[Path]:
+    return sorted((sql_dir / "functions").glob("*.sql"))
+
+
+def migrate(
+    dsn: str, *, sql_dir: Path = SQL_DIR, log: Callable[[str], None] = lambda _m: None
+) -> MigrateResult:
+    """Brings the database at dsn up to date. Raises MigrationError (file and line) on failure."""
+    result = MigrateResult()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("select pg_advisory_lock(%s)", [LOCK_KEY])
+        try:
+            conn.execute(
+                "create table if not exists schema_migrations ("
+                " version integer primary key,"
+                " name text not null,"
+                " checksum text not null,"
+                " applied_at timestamptz not null default now())"
+            )
+            applied = {
+                v: (n, c) for v, n, c in conn.execute("select version, name, checksum from schema_migrations")
+            }
+            for version, path in migration_files(sql_dir):
+                sql = path.read_text()
+                checksum = _checksum(sql)
+                if version in applied:
+                    name, recorded = applied[version]
+                    if recorded != checksum:
+                        raise MigrationError(
+                            f"{path.name}: changed after it was applied (as {name}); applied migrations "
+                            "must never be edited: add a new migration instead"
+                        )
+                    result.skipped.append(path.name)
+                    continue
+                try:
+                    with conn.transaction():
+                        conn.execute(
+                            "insert into schema_migrations (version, name, checksum) values (%s, %s, %s)",
+                            [version, path.name, checksum],
+                        )
+                        conn.execute(sql.encode())
+                except psycopg.Error as exc:
+                    raise MigrationError(
+                        f"{path.name}: {_where(exc, sql)}: {exc.diag.message_primary or exc} "
+                        "(nothing from this file was applied)"
+                    ) from exc
+                log(f"applied   {path.name}")
+                result.applied.append(path.name)
+
+            files = function_files(sql_dir)
+            with conn.transaction():
+                # First pass without body checks so functions may call ones later in the alphabet,
+                # then a checked pass so a broken body is reported with its file and line.
+                for check in ("off", "on"):
+                    conn.execute(f"set local check_function_bodies = {check}")
+                    for path in files:
+                        sql = path.read_text()
+                        try:
+                            conn.execute(sql.encode())
+                        except psycopg.Error as exc:
+                            raise MigrationError(
+                                f"functions/{path.name}: {_where(exc, sql)}: "
+                                f"{exc.diag.message_primary or exc} (no function file was applied)"
+                            ) from exc
+            result.functions = [p.name for p in files]
+            log(f"functions {len(files)} re-applied")
+        finally:
+            if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                conn.execute("select pg_advisory_unlock(%s)", [LOCK_KEY])
+    return result

