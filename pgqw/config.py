@@ -129,3 +129,12 @@ def load() -> Settings:
             f"SIM_MIN_LATENCY_MS ({s.sim_min_latency_ms})"
         )
     return s
+
+
+def public_base_url(settings: Settings) -> str:
+    """The base URL people and QR codes use to reach the API."""
+    return (settings.public_url or f"http://127.0.0.1:{settings.port}").rstrip("/")
+
+
+def flyer_url(settings: Settings, job_id: object) -> str:
+    return f"{public_base_url(settings)}/api/jobs/{job_id}/flyer"

@@ -299,3 +299,9 @@ def count_by_status(conn: psycopg.Connection) -> dict[str, int]:
         " order by s.n"
     ).fetchall()
     return {status: int(n) for status, n in found}
+
+
+def listen(conn: psycopg.Connection) -> None:
+    """Subscribes an autocommit connection to the wake-ups enqueue_job, release_job,
+    retry_dead and sweep_stuck send (payload: the queue name, or '*' for any queue)."""
+    conn.execute(f"listen {NOTIFY_CHANNEL}")
