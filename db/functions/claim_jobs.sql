@@ -1,5 +1,5 @@
 -- claim_jobs: takes up to p_limit ready jobs for one worker in one statement (pending/failed → processing).
--- Ready means status pending or failed with run_at <= p_now; highest priority first, then oldest run_at.
+-- Ready means status pending or failed with run_at <= p_now (and a try left); highest priority first, then oldest run_at.
 -- Rows are picked with for update skip locked, so concurrent claimers never take the same job and never wait.
 -- Each claimed job gets attempts + 1, started_at, locked_by, a lease (p_lease_ms or queue_settings.lease_ms)
 -- and a job_attempts row, all in the same statement. Returns the claimed rows, or no row.
@@ -39,6 +39,7 @@ begin
           from jobs j
          where j.status in ('pending', 'failed')
            and j.run_at <= p_now
+           and j.attempts < j.max_attempts
            and (p_queues is null or j.queue = any (p_queues))
          order by j.priority desc, j.run_at, j.id
          limit p_limit

@@ -1,0 +1,94 @@
+"""Each CHECK and unique constraint refuses the impossible row it exists for, even from raw SQL."""
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from tests.helpers import enqueue, rows, snapshot
+
+INSERT = (
+    "insert into jobs (type, payload, status, attempts, max_attempts, last_error, idempotency_key,"
+    " locked_by, started_at, lease_expires_at, finished_at) values"
+)
+
+
+@pytest.mark.parametrize(
+    "statement, constraint",
+    [
+        (f"{INSERT} ('t', '{{}}', 'waiting', 0, 5, null, 'c1', null, null, null, null)", "jobs_status_check"),
+        (f"{INSERT} ('t', '{{}}', 'pending', 6, 5, null, 'c1', null, null, null, null)", "jobs_attempts_range"),
+        (f"{INSERT} ('t', '{{}}', 'pending', -1, 5, null, 'c1', null, null, null, null)", "jobs_attempts_range"),
+        (f"{INSERT} ('t', '{{}}', 'pending', 0, 0, null, 'c1', null, null, null, null)", "jobs_max_attempts_positive"),
+        (f"{INSERT} ('t', '{{}}', 'processing', 1, 5, null, 'c1', null, now(), now(), null)",
+         "jobs_processing_is_locked"),
+        (f"{INSERT} ('t', '{{}}', 'processing', 1, 5, null, 'c1', 'w1', null, now(), null)",
+         "jobs_processing_is_locked"),
+        (f"{INSERT} ('t', '{{}}', 'pending', 0, 5, null, 'c1', 'w1', null, null, null)",
+         "jobs_locked_only_when_processing"),
+        (f"{INSERT} ('t', '{{}}', 'failed', 1, 5, null, 'c1', null, null, null, null)", "jobs_failure_has_error"),
+        (f"{INSERT} ('t', '{{}}', 'dead', 5, 5, null, 'c1', null, null, null, now())", "jobs_failure_has_error"),
+        (f"{INSERT} ('t', '{{}}', 'succeeded', 1, 5, null, 'c1', null, null, null, null)",
+         "jobs_finished_iff_final"),
+        (f"{INSERT} ('t', '{{}}', 'succeeded', 0, 5, null, 'c1', null, null, null, now())",
+         "jobs_succeeded_was_attempted"),
+        (f"{INSERT} ('', '{{}}', 'pending', 0, 5, null, 'c1', null, null, null, null)", "jobs_type_length"),
+        (f"{INSERT} ('t', '[1]', 'pending', 0, 5, null, 'c1', null, null, null, null)", "jobs_payload_is_object"),
+        (f"{INSERT} ('t', '{{}}', 'pending', 0, 5, null, 'existing', null, null, null, null)",
+         "jobs_idempotency_key_key"),
+        ("update jobs set attempts = max_attempts + 1", "jobs_attempts_range"),
+        ("insert into job_attempts (job_id, attempt, worker_id, started_at) select id, 0, 'w', now() from jobs",
+         "job_attempts_attempt_positive"),
+        ("insert into job_attempts (job_id, attempt, worker_id, started_at, outcome) "
+         "select id, 1, 'w', now(), 'succeeded' from jobs", "job_attempts_finished_iff_outcome"),
+        ("insert into job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome) "
+         "select id, 1, 'w', now(), now(), 'failed' from jobs", "job_attempts_failure_has_error"),
+        ("insert into job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome) "
+         "select id, 1, 'w', now(), now() - interval '1 s', 'succeeded' from jobs",
+         "job_attempts_finish_after_start"),
+        ("insert into job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome, error) "
+         "select id, 1, 'w', now(), now(), 'exploded', 'x' from jobs", "job_attempts_outcome_check"),
+        ("insert into job_attempts (job_id, attempt, worker_id, started_at) "
+         "values ('00000000-0000-0000-0000-000000000000', 1, 'w', now())", "job_attempts_job_id_fkey"),
+        ("insert into flyers (job_id, pdf) select id, 'hello' from jobs", "flyers_pdf_is_pdf"),
+        ("insert into queue_settings (id) values (false)", "queue_settings_single_row"),
+        ("update queue_settings set max_attempts = 0", "queue_settings_max_attempts_range"),
+    ],
+)
+def test_constraint_refuses_impossible_row(conn: psycopg.Connection, statement: str, constraint: str) -> None:
+    enqueue(conn, "existing")
+    before = snapshot(conn)
+    with pytest.raises(psycopg.errors.IntegrityError) as exc:
+        conn.execute(statement)
+    assert exc.value.diag.constraint_name == constraint
+    assert snapshot(conn) == before
+
+
+def test_constraint_one_attempt_row_per_number(conn: psycopg.Connection) -> None:
+    enqueue(conn)
+    conn.execute("select * from claim_job('w1')")
+    with pytest.raises(psycopg.errors.UniqueViolation) as exc:
+        conn.execute("insert into job_attempts (job_id, attempt, worker_id, started_at)"
+                     " select job_id, attempt, 'w2', now() from job_attempts")
+    assert exc.value.diag.constraint_name == "job_attempts_job_id_attempt_key"
+
+
+def test_constraint_one_flyer_per_job(conn: psycopg.Connection) -> None:
+    enqueue(conn)
+    conn.execute("insert into flyers (job_id, pdf) select id, '%PDF-1' from jobs")
+    with pytest.raises(psycopg.errors.UniqueViolation) as exc:
+        conn.execute("insert into flyers (job_id, pdf) select id, '%PDF-2' from jobs")
+    assert exc.value.diag.constraint_name == "flyers_pkey"
+
+
+def test_constraint_claim_cannot_pass_max_attempts(conn: psycopg.Connection) -> None:
+    """A row forced back to pending with no tries left is neither claimed past its maximum nor
+    allowed to block the queue: claim skips it and takes the next job."""
+    job = enqueue(conn, max_attempts=1)
+    conn.execute("select * from claim_job('w1')")
+    conn.execute("update jobs set status = 'pending', locked_by = null, lease_expires_at = null where id = %s",
+                 [job.id])
+    other = enqueue(conn)
+    assert rows(conn, "select id from claim_job('w2')") == [{"id": other.id}]
+    with pytest.raises(psycopg.errors.CheckViolation) as exc:
+        conn.execute("update jobs set attempts = attempts + 1 where id = %s", [job.id])
+    assert exc.value.diag.constraint_name == "jobs_attempts_range"

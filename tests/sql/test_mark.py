@@ -1,0 +1,164 @@
+"""mark_succeeded / mark_failed / backoff_delay: transitions, backoff in SQL, late results ignored."""
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from pgqw import db
+from tests.helpers import enqueue, job_row, one, rows, snapshot
+
+
+def _claimed(conn: psycopg.Connection, worker: str = "w1", **kwargs) -> db.Job:
+    enqueue(conn, **kwargs)
+    job = db.claim_job(conn, worker_id=worker)
+    assert job is not None
+    return job
+
+
+def test_mark_succeeded_finishes_job_and_attempt(conn: psycopg.Connection) -> None:
+    job = _claimed(conn)
+    done = db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1)
+    assert done.status == "succeeded"
+    assert done.finished_at is not None and done.locked_by is None and done.lease_expires_at is None
+    attempt = one(conn, "select * from job_attempts where job_id = %s", [job.id])
+    assert attempt["outcome"] == "succeeded" and attempt["finished_at"] is not None
+
+
+def test_mark_failed_with_attempts_left_schedules_retry_with_backoff(conn: psycopg.Connection) -> None:
+    job = _claimed(conn)
+    failed = one(
+        conn,
+        "select *, run_at - now() as wait from mark_failed(%s, 'w1', 1, 'render crashed')",
+        [job.id],
+    )
+    assert failed["status"] == "failed"
+    assert failed["last_error"] == "render crashed"
+    assert failed["locked_by"] is None and failed["finished_at"] is None
+    # Default settings: 2 s base, up to 1 s jitter for the first retry.
+    assert 2.0 <= failed["wait"].total_seconds() <= 3.0
+    attempt = one(conn, "select * from job_attempts where job_id = %s", [job.id])
+    assert (attempt["outcome"], attempt["error"]) == ("failed", "render crashed")
+
+
+def test_mark_failed_waits_double_each_attempt(conn: psycopg.Connection) -> None:
+    enqueue(conn, max_attempts=5)
+    waits = []
+    for attempt in range(1, 5):
+        job = one(conn, "select * from claim_job('w1', p_now => now() + interval '1 day')")
+        assert job["attempts"] == attempt
+        row = one(
+            conn,
+            "select status, run_at - now() as wait from mark_failed(%s, 'w1', %s, 'x',"
+            " p_base_ms => 1000, p_max_jitter_ms => 100)",
+            [job["id"], attempt],
+        )
+        assert row["status"] == "failed"
+        waits.append(row["wait"].total_seconds())
+    for n, wait in enumerate(waits, start=1):
+        assert 2 ** (n - 1) <= wait <= 2 ** (n - 1) + 0.1, waits
+
+
+def test_mark_failed_last_attempt_goes_dead(conn: psycopg.Connection) -> None:
+    enqueue(conn, max_attempts=2)
+    for attempt in (1, 2):
+        job = one(conn, "select * from claim_job('w1', p_now => now() + interval '1 day')")
+        last = one(conn, "select * from mark_failed(%s, 'w1', %s, 'still broken')", [job["id"], attempt])
+    assert last["status"] == "dead"
+    assert last["finished_at"] is not None
+    assert last["attempts"] == last["max_attempts"] == 2
+    assert rows(conn, "select * from claim_job('w1', p_now => now() + interval '10 days')") == []
+
+
+def test_mark_failed_not_retryable_goes_dead_at_once(conn: psycopg.Connection) -> None:
+    job = _claimed(conn)
+    dead = db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error="bad payload", retryable=False)
+    assert dead.status == "dead" and dead.attempts == 1 and dead.max_attempts == 5
+
+
+def test_mark_failed_delay_is_capped(conn: psycopg.Connection) -> None:
+    job = _claimed(conn)
+    row = one(
+        conn,
+        "select run_at - now() as wait from mark_failed(%s, 'w1', 1, 'x', p_base_ms => 600000,"
+        " p_max_delay_ms => 1500)",
+        [job.id],
+    )
+    assert row["wait"].total_seconds() == 1.5
+
+
+def test_mark_failed_keeps_long_errors_bounded(conn: psycopg.Connection) -> None:
+    job = _claimed(conn)
+    failed = db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error="e" * 50_000)
+    assert len(failed.last_error) == 10_000
+
+
+def test_backoff_delay_table_doubles_with_jitter_bounds(conn: psycopg.Connection) -> None:
+    table = rows(
+        conn,
+        "select n, extract(epoch from backoff_delay(n, p_jitter => 0)) as lo,"
+        " extract(epoch from backoff_delay(n, p_jitter => 1)) as hi from generate_series(1, 5) n",
+    )
+    assert [(float(r["lo"]), float(r["hi"])) for r in table] == [(2, 3), (4, 5), (8, 9), (16, 17), (32, 33)]
+    huge = one(conn, "select extract(epoch from backoff_delay(500)) as s")
+    assert float(huge["s"]) == 3600  # capped at backoff_max_delay_ms
+
+
+def test_mark_succeeded_late_result_after_sweep_changes_nothing(conn: psycopg.Connection) -> None:
+    job = _claimed(conn)
+    conn.execute("select * from sweep_stuck(now() + interval '2 minutes')")
+    retaken = one(conn, "select * from claim_job('w2')")
+    assert retaken["attempts"] == 2
+    before = snapshot(conn)
+    with pytest.raises(psycopg.Error) as exc:
+        db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1)
+    assert exc.value.sqlstate == "QL409"
+    assert "ignored" in exc.value.diag.message_primary
+    assert "w2" in exc.value.diag.message_detail
+    assert snapshot(conn) == before
+    with pytest.raises(psycopg.Error) as exc:
+        db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error="late")
+    assert exc.value.sqlstate == "QL409"
+    assert snapshot(conn) == before
+
+
+@pytest.mark.parametrize(
+    "call, code",
+    [
+        ("select mark_succeeded(null, 'w1', 1)", "QV400"),
+        ("select mark_succeeded({id}, null, 1)", "QV400"),
+        ("select mark_succeeded({id}, 'w1', null)", "QV400"),
+        ("select mark_succeeded({id}, 'w1', 0)", "QV400"),
+        ("select mark_succeeded({id}, 'w1', -1)", "QV400"),
+        ("select mark_succeeded('00000000-0000-0000-0000-000000000000', 'w1', 1)", "QN404"),
+        ("select mark_succeeded({id}, 'w2', 1)", "QL409"),
+        ("select mark_succeeded({id}, 'w1', 2)", "QL409"),
+        ("select mark_failed({id}, 'w1', 1, null)", "QV400"),
+        ("select mark_failed({id}, 'w1', 1, '  ')", "QV400"),
+        ("select mark_failed({id}, 'w1', 1, 'x', null)", "QV400"),
+        ("select mark_failed({id}, 'w1', 1, 'x', p_base_ms => -1)", "QV400"),
+        ("select mark_failed({id}, 'w1', -2, 'x')", "QV400"),
+        ("select mark_failed('00000000-0000-0000-0000-000000000000', 'w1', 1, 'x')", "QN404"),
+        ("select mark_failed({id}, 'intruder', 1, 'x')", "QL409"),
+        ("select backoff_delay(0)", "QV400"),
+        ("select backoff_delay(null)", "QV400"),
+        ("select backoff_delay(1, -5)", "QV400"),
+        ("select backoff_delay(1, p_jitter => 2)", "QV400"),
+    ],
+)
+def test_mark_bad_input_raises_and_changes_nothing(conn: psycopg.Connection, call: str, code: str) -> None:
+    job = _claimed(conn)
+    before = snapshot(conn)
+    with pytest.raises(psycopg.Error) as exc:
+        conn.execute(call.format(id=f"'{job.id}'"))
+    assert exc.value.sqlstate == code
+    assert exc.value.diag.message_primary
+    assert snapshot(conn) == before
+
+
+def test_mark_succeeded_on_a_finished_job_raises_ql409(conn: psycopg.Connection) -> None:
+    job = _claimed(conn)
+    db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1)
+    with pytest.raises(psycopg.Error) as exc:
+        db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1)
+    assert exc.value.sqlstate == "QL409"
+    assert job_row(conn, job.id)["status"] == "succeeded"

@@ -1,0 +1,186 @@
+"""heartbeat, sweep_stuck, release_job and retry_dead: nothing is lost when workers die or stop."""
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from pgqw import db
+from tests.helpers import enqueue, job_row, one, rows, snapshot
+
+
+def test_heartbeat_extends_lease_of_held_jobs_only(conn: psycopg.Connection) -> None:
+    enqueue(conn)
+    enqueue(conn)
+    mine = db.claim_job(conn, worker_id="w1", lease_ms=1000)
+    other = db.claim_job(conn, worker_id="w2", lease_ms=1000)
+    leases = db.heartbeat(conn, worker_id="w1", job_ids=[mine.id, other.id], lease_ms=600_000)
+    assert [lease.job_id for lease in leases] == [mine.id]
+    assert job_row(conn, mine.id)["lease_expires_at"] > mine.lease_expires_at
+    assert job_row(conn, other.id)["lease_expires_at"] == other.lease_expires_at
+    assert db.heartbeat(conn, worker_id="w1", job_ids=[]) == []
+
+
+def test_sweep_stuck_requeues_expired_job_and_abandons_attempt(conn: psycopg.Connection) -> None:
+    job = enqueue(conn)
+    db.claim_job(conn, worker_id="w-crash", lease_ms=1)
+    swept = one(conn, "select * from sweep_stuck(now() + interval '1 second')")
+    assert (swept["job_id"], swept["attempt"], swept["worker_id"], swept["status"]) == (
+        job.id, 1, "w-crash", "pending")
+    row = job_row(conn, job.id)
+    assert row["status"] == "pending" and row["locked_by"] is None
+    assert "w-crash" in row["last_error"] and "stopped responding" in row["last_error"]
+    attempt = one(conn, "select * from job_attempts where job_id = %s", [job.id])
+    assert attempt["outcome"] == "abandoned" and "w-crash" in attempt["error"]
+    retaken = db.claim_job(conn, worker_id="w-new")
+    assert retaken.id == job.id and retaken.attempts == 2
+
+
+def test_sweep_stuck_leaves_live_leases_alone(conn: psycopg.Connection) -> None:
+    enqueue(conn)
+    db.claim_job(conn, worker_id="w1", lease_ms=60_000)
+    before = snapshot(conn)
+    assert db.sweep_stuck(conn) == []
+    assert snapshot(conn) == before
+
+
+def test_sweep_stuck_after_heartbeat_does_not_take_the_job(conn: psycopg.Connection) -> None:
+    enqueue(conn)
+    job = db.claim_job(conn, worker_id="w1", lease_ms=1)
+    db.heartbeat(conn, worker_id="w1", job_ids=[job.id], lease_ms=60_000)
+    assert db.sweep_stuck(conn) == []
+    assert job_row(conn, job.id)["status"] == "processing"
+
+
+def test_sweep_stuck_last_attempt_goes_dead(conn: psycopg.Connection) -> None:
+    job = enqueue(conn, max_attempts=1)
+    db.claim_job(conn, worker_id="w-crash", lease_ms=1)
+    swept = one(conn, "select * from sweep_stuck(now() + interval '1 second')")
+    assert swept["status"] == "dead"
+    row = job_row(conn, job.id)
+    assert row["status"] == "dead" and row["finished_at"] is not None and row["last_error"]
+
+
+def test_sweep_stuck_notifies_workers(db_url: str, conn: psycopg.Connection) -> None:
+    enqueue(conn)
+    db.claim_job(conn, worker_id="w-crash", lease_ms=1)
+    with psycopg.connect(db_url, autocommit=True) as listener:
+        db.listen(listener)
+        conn.execute("select * from sweep_stuck(now() + interval '1 second')")
+        assert [n.payload for n in listener.notifies(timeout=2, stop_after=1)] == ["*"]
+
+
+def test_sweep_stuck_null_now_raises_qv400(conn: psycopg.Connection) -> None:
+    with pytest.raises(psycopg.Error) as exc:
+        conn.execute("select * from sweep_stuck(null)")
+    assert exc.value.sqlstate == "QV400"
+
+
+def test_sweep_stuck_skips_rows_locked_by_a_finishing_worker(connect) -> None:
+    """Step by step: the owner is marking the job in an open transaction; the sweep must not wait or take it."""
+    owner, sweeper = connect(autocommit=False), connect()
+    enqueue(sweeper)
+    job = db.claim_job(sweeper, worker_id="w1", lease_ms=1)
+    db.mark_succeeded(owner, job_id=job.id, worker_id="w1", attempt=1)  # row locked, not committed
+    assert rows(sweeper, "select * from sweep_stuck(now() + interval '1 second')") == []
+    owner.commit()
+    assert job_row(sweeper, job.id)["status"] == "succeeded"
+
+
+def test_release_job_hands_back_without_spending_an_attempt(conn: psycopg.Connection) -> None:
+    job = enqueue(conn, max_attempts=1)
+    db.claim_job(conn, worker_id="w1")
+    released = db.release_job(conn, job_id=job.id, worker_id="w1", attempt=1, reason="worker w1 shutting down")
+    assert released.status == "pending" and released.locked_by is None
+    assert released.max_attempts == 2  # the handed-back attempt is not one of the job's tries
+    attempt = one(conn, "select * from job_attempts where job_id = %s", [job.id])
+    assert attempt["outcome"] == "abandoned" and "shutting down" in attempt["error"]
+    again = db.claim_job(conn, worker_id="w2")
+    assert again.id == job.id and again.attempts == 2
+
+
+def test_release_job_not_held_raises_ql409(conn: psycopg.Connection) -> None:
+    job = enqueue(conn)
+    db.claim_job(conn, worker_id="w1")
+    before = snapshot(conn)
+    with pytest.raises(psycopg.Error) as exc:
+        db.release_job(conn, job_id=job.id, worker_id="w2", attempt=1, reason="x")
+    assert exc.value.sqlstate == "QL409"
+    assert snapshot(conn) == before
+
+
+def _dead(conn: psycopg.Connection, max_attempts: int = 2) -> db.Job:
+    job = enqueue(conn, max_attempts=max_attempts)
+    for attempt in range(1, max_attempts + 1):
+        conn.execute("select * from claim_job('w1', p_now => now() + interval '1 day')")
+        conn.execute("select mark_failed(%s, 'w1', %s, 'broken')", [job.id, attempt])
+    assert job_row(conn, job.id)["status"] == "dead"
+    return job
+
+
+def test_retry_dead_puts_job_back_with_attempts_continuing(conn: psycopg.Connection) -> None:
+    job = _dead(conn)
+    retried = one(conn, "select * from retry_dead(%s)", [job.id])
+    assert retried["status"] == "pending"
+    assert retried["attempts"] == 2 and retried["max_attempts"] == 7
+    assert retried["finished_at"] is None
+    again = one(conn, "select * from claim_job('w9')")
+    assert again["id"] == job.id and again["attempts"] == 3
+    assert [r["attempt"] for r in rows(conn, "select attempt from job_attempts where job_id = %s"
+                                             " order by attempt", [job.id])] == [1, 2, 3]
+
+
+def test_retry_dead_extra_attempts_argument(conn: psycopg.Connection) -> None:
+    job = _dead(conn)
+    assert db.retry_dead(conn, job_id=job.id, extra_attempts=1).max_attempts == 3
+
+
+@pytest.mark.parametrize(
+    "call, code",
+    [
+        ("select retry_dead(null)", "QV400"),
+        ("select retry_dead({dead}, 0)", "QV400"),
+        ("select retry_dead({dead}, -1)", "QV400"),
+        ("select retry_dead('00000000-0000-0000-0000-000000000000')", "QN404"),
+        ("select retry_dead({pending})", "QS409"),
+        ("select retry_dead('not-a-uuid')", "22P02"),
+    ],
+)
+def test_retry_dead_bad_input_raises_and_changes_nothing(conn: psycopg.Connection, call: str, code: str) -> None:
+    dead = _dead(conn)
+    pending = enqueue(conn)
+    before = snapshot(conn)
+    with pytest.raises(psycopg.Error) as exc:
+        conn.execute(call.format(dead=f"'{dead.id}'", pending=f"'{pending.id}'"))
+    assert exc.value.sqlstate == code
+    assert snapshot(conn) == before
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "select * from heartbeat(null, array[]::uuid[])",
+        "select * from heartbeat('', array[]::uuid[])",
+        "select * from heartbeat('w1', null)",
+        "select * from heartbeat('w1', array[]::uuid[], 0)",
+        "select release_job(null, 'w1', 1)",
+        "select save_flyer(null, '%PDF-1.4')",
+        "select save_flyer('00000000-0000-0000-0000-000000000000', 'not a pdf')",
+    ],
+)
+def test_recovery_functions_bad_input_raises_qv400(conn: psycopg.Connection, call: str) -> None:
+    enqueue(conn)
+    before = snapshot(conn)
+    with pytest.raises(psycopg.Error) as exc:
+        conn.execute(call)
+    assert exc.value.sqlstate == "QV400"
+    assert snapshot(conn) == before
+
+
+def test_save_flyer_keeps_one_flyer_per_job(conn: psycopg.Connection) -> None:
+    job = enqueue(conn)
+    assert db.save_flyer(conn, job_id=job.id, pdf=b"%PDF-1.4 first") is True
+    assert db.save_flyer(conn, job_id=job.id, pdf=b"%PDF-1.4 second") is False
+    assert db.get_flyer(conn, job_id=job.id) == b"%PDF-1.4 first"
+    with pytest.raises(psycopg.Error) as exc:
+        db.save_flyer(conn, job_id="00000000-0000-0000-0000-000000000000", pdf=b"%PDF-1.4")
+    assert exc.value.sqlstate == "QN404"
