@@ -52,6 +52,7 @@ class Attempt:
     finished_at: datetime | None
     outcome: str | None
     error: str | None
+    abandon_reason: str | None
 
 
 @dataclass
@@ -305,3 +306,107 @@ def listen(conn: psycopg.Connection) -> None:
     """Subscribes an autocommit connection to the wake-ups enqueue_job, release_job,
     retry_dead and sweep_stuck send (payload: the queue name, or '*' for any queue)."""
     conn.execute(f"listen {NOTIFY_CHANNEL}")
+
+
+def enqueue_jobs(conn: psycopg.Connection, *, jobs: Sequence[dict[str, Any]]) -> list[EnqueuedJob]:
+    """Many jobs in one call. Each dict: type, payload, idempotency_key, and optionally queue,
+    priority, run_at (ISO text), max_attempts. Rows come back in input order."""
+    with conn.cursor(row_factory=class_row(EnqueuedJob)) as cur:
+        cur.execute("select * from enqueue_jobs(%(jobs)s::jsonb)", {"jobs": Jsonb(list(jobs))})
+        return cur.fetchall()
+
+
+def mark_jobs_succeeded(
+    conn: psycopg.Connection, *, worker_id: str, done: Sequence[tuple[uuid.UUID | str, int]]
+) -> list[Job]:
+    """mark_succeeded for many (job id, attempt) pairs of one worker; returns the jobs it changed."""
+    with conn.cursor(row_factory=class_row(Job)) as cur:
+        cur.execute(
+            "select * from mark_jobs_succeeded(%(worker_id)s::text, %(ids)s::uuid[], %(attempts)s::integer[])",
+            {"worker_id": worker_id, "ids": [j for j, _ in done], "attempts": [a for _, a in done]},
+        )
+        return cur.fetchall()
+
+
+@dataclass
+class Stat:
+    metric: str
+    queue: str | None
+    label: str | None
+    value: float
+
+
+@dataclass
+class TimelineRow:
+    attempt: int
+    worker_id: str
+    started_at: datetime
+    finished_at: datetime | None
+    wait_before_s: Any
+    duration_s: Any
+    outcome: str
+    error: str | None
+
+
+@dataclass
+class ConcurrencyRow:
+    worker_id: str
+    peak_at_once: int
+    attempts_run: int
+
+
+@dataclass
+class DoubleRuns:
+    jobs_seen: int
+    attempts_seen: int
+    overlapping_jobs: int
+    succeeded_twice: int
+    succeeded_jobs: int
+    flyers: int
+
+
+@dataclass
+class LatestJob:
+    id: uuid.UUID
+    type: str
+    queue: str
+    status: str
+    attempts: int
+    max_attempts: int
+    locked_by: str | None
+    created_at: datetime
+    run_at: datetime
+    finished_at: datetime | None
+    last_error: str | None
+
+
+def queue_stats(conn: psycopg.Connection) -> list[Stat]:
+    with conn.cursor(row_factory=class_row(Stat)) as cur:
+        cur.execute("select * from queue_stats()")
+        return cur.fetchall()
+
+
+def report_timeline(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> list[TimelineRow]:
+    with conn.cursor(row_factory=class_row(TimelineRow)) as cur:
+        cur.execute("select * from report_timeline(%(job_id)s::uuid)", {"job_id": job_id})
+        return cur.fetchall()
+
+
+def report_concurrency(conn: psycopg.Connection, *, prefix: str = "") -> list[ConcurrencyRow]:
+    with conn.cursor(row_factory=class_row(ConcurrencyRow)) as cur:
+        cur.execute("select * from report_concurrency(%(prefix)s::text)", {"prefix": prefix})
+        return cur.fetchall()
+
+
+def report_double_runs(conn: psycopg.Connection, *, prefix: str = "") -> DoubleRuns:
+    with conn.cursor(row_factory=class_row(DoubleRuns)) as cur:
+        cur.execute("select * from report_double_runs(%(prefix)s::text)", {"prefix": prefix})
+        row = cur.fetchone()
+    assert row is not None
+    return row
+
+
+def report_latest_jobs(conn: psycopg.Connection, *, limit: int = 20) -> list[LatestJob]:
+    with conn.cursor(row_factory=class_row(LatestJob)) as cur:
+        cur.execute("select * from report_latest_jobs(%(limit)s::integer)", {"limit": limit})
+        return cur.fetchall()

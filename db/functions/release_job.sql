@@ -32,7 +32,7 @@ begin
     end if;
 
     update job_attempts a
-       set outcome = 'abandoned', error = left(v_reason, 10000), finished_at = greatest(now(), a.started_at)
+       set outcome = 'abandoned', abandon_reason = 'handed_back', error = left(v_reason, 10000), finished_at = greatest(now(), a.started_at)
      where a.job_id = p_job_id and a.attempt = p_attempt;
 
     perform pg_notify('pgqw_jobs', v_job.queue);

@@ -38,6 +38,7 @@ begin
     ), abandoned as (
         update job_attempts a
            set outcome = 'abandoned',
+               abandon_reason = 'lease_expired',
                finished_at = greatest(now(), a.started_at),
                error = format('worker %s stopped responding (lease expired at %s)',
                               stuck.locked_by, stuck.lease_expires_at)

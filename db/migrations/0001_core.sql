@@ -87,6 +87,8 @@ create table job_attempts (
     finished_at  timestamptz,
     outcome      text,
     error        text,
+    -- Why an abandoned attempt ended: its worker stopped responding, or handed the job back.
+    abandon_reason text,
     constraint job_attempts_job_id_attempt_key primary key (job_id, attempt),
     constraint job_attempts_job_id_fkey foreign key (job_id) references jobs (id) on delete cascade,
     constraint job_attempts_attempt_positive check (attempt >= 1),
@@ -94,6 +96,9 @@ create table job_attempts (
     constraint job_attempts_finished_iff_outcome check ((outcome is null) = (finished_at is null)),
     constraint job_attempts_failure_has_error
         check (outcome is null or outcome = 'succeeded' or error is not null),
+    constraint job_attempts_abandon_reason_check
+        check (case when outcome = 'abandoned' then coalesce(abandon_reason in ('lease_expired', 'handed_back'), false)
+                    else abandon_reason is null end),
     constraint job_attempts_finish_after_start check (finished_at is null or finished_at >= started_at)
 ) with (fillfactor = 80);
 

@@ -49,6 +49,10 @@ INSERT = (
          "select id, 1, 'w', now(), now(), 'exploded', 'x' from jobs", "job_attempts_outcome_check"),
         ("insert into job_attempts (job_id, attempt, worker_id, started_at) "
          "values ('00000000-0000-0000-0000-000000000000', 1, 'w', now())", "job_attempts_job_id_fkey"),
+        ("insert into job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome, error) "
+         "select id, 1, 'w', now(), now(), 'abandoned', 'x' from jobs", "job_attempts_abandon_reason_check"),
+        ("insert into job_attempts (job_id, attempt, worker_id, started_at, abandon_reason) "
+         "select id, 1, 'w', now(), 'lease_expired' from jobs", "job_attempts_abandon_reason_check"),
         ("insert into flyers (job_id, pdf) select id, 'hello' from jobs", "flyers_pdf_is_pdf"),
         ("insert into queue_settings (id) values (false)", "queue_settings_single_row"),
         ("update queue_settings set max_attempts = 0", "queue_settings_max_attempts_range"),

@@ -1,0 +1,142 @@
+-- enqueue_jobs: enqueue_job for many jobs in one call (→ pending), one insert for the whole batch.
+-- p_jobs is a JSON array of objects: {"type", "payload", "idempotency_key", and optionally
+-- "queue", "priority", "run_at", "max_attempts"}. The same idempotency rules as enqueue_job:
+-- an existing key returns its job with created = false, and raises QI409 if its type or payload
+-- differ. One notification per queue for the whole batch, not one per job.
+-- Returns one row per element, in input order.
+-- Raises QV400 (not an array, a bad element, a key twice in the batch), QV413 (a payload too large),
+-- QI409 (a key used before for a different job).
+create or replace function enqueue_jobs(
+    p_jobs  jsonb
+) returns table (
+    id uuid, type text, payload jsonb, status text, attempts integer, max_attempts integer,
+    last_error text, run_at timestamptz, created_at timestamptz, started_at timestamptz,
+    finished_at timestamptz, locked_by text, lease_expires_at timestamptz,
+    idempotency_key text, queue text, priority integer, created boolean
+)
+language plpgsql
+as $$
+#variable_conflict use_variable
+declare
+    v_settings queue_settings;
+    v_types text[];
+    v_payloads jsonb[];
+    v_keys text[];
+    v_queues text[];
+    v_priorities integer[];
+    v_run_ats timestamptz[];
+    v_max_attempts integer[];
+    v_created text[];
+    v_bad record;
+    v_queue text;
+begin
+    select * into v_settings from queue_settings;
+    if p_jobs is null or jsonb_typeof(p_jobs) <> 'array' then
+        raise exception using errcode = 'QV400', message = 'jobs must be a JSON array of job objects';
+    end if;
+    if jsonb_array_length(p_jobs) > 10000 then
+        raise exception using errcode = 'QV400',
+            message = format('at most 10000 jobs per call, got %s', jsonb_array_length(p_jobs));
+    end if;
+    select e.n, jsonb_typeof(e.elem) as kind into v_bad
+      from jsonb_array_elements(p_jobs) with ordinality as e(elem, n)
+     where jsonb_typeof(e.elem) <> 'object' order by e.n limit 1;
+    if found then
+        raise exception using errcode = 'QV400', message = format('job %s must be a JSON object, got %s', v_bad.n, v_bad.kind);
+    end if;
+
+    begin
+        select array_agg(e.elem ->> 'type' order by e.n),
+               array_agg(e.elem -> 'payload' order by e.n),
+               array_agg(e.elem ->> 'idempotency_key' order by e.n),
+               array_agg(coalesce(e.elem ->> 'queue', 'default') order by e.n),
+               array_agg(coalesce((e.elem ->> 'priority')::integer, 0) order by e.n),
+               array_agg(coalesce((e.elem ->> 'run_at')::timestamptz, now()) order by e.n),
+               array_agg(coalesce((e.elem ->> 'max_attempts')::integer, v_settings.max_attempts) order by e.n)
+          into v_types, v_payloads, v_keys, v_queues, v_priorities, v_run_ats, v_max_attempts
+          from jsonb_array_elements(p_jobs) with ordinality as e(elem, n);
+    exception when data_exception then
+        raise exception using errcode = 'QV400',
+            message = 'a job has a priority, run_at or max_attempts of the wrong type';
+    end;
+    if v_types is null then
+        return;  -- an empty array: nothing to do
+    end if;
+
+    select b.n, case
+             when b.type is null or btrim(b.type) = '' or length(b.type) > 100
+                 then 'type must be a non-empty text of at most 100 characters'
+             when b.payload is null or jsonb_typeof(b.payload) <> 'object'
+                 then 'payload must be a JSON object'
+             when b.key is null or btrim(b.key) = '' or length(b.key) > 255
+                 then 'idempotency_key must be a non-empty text of at most 255 characters'
+             when btrim(b.queue) = '' or length(b.queue) > 100
+                 then 'queue must be a non-empty text of at most 100 characters'
+             when b.max_attempts < 1 or b.max_attempts > 1000
+                 then 'max_attempts must be between 1 and 1000'
+             else format('payload is larger than the limit of %s bytes', v_settings.max_payload_bytes)
+           end as problem,
+           b.payload is not null and jsonb_typeof(b.payload) = 'object'
+             and octet_length(b.payload::text) > v_settings.max_payload_bytes as too_large
+      into v_bad
+      from unnest(v_types, v_payloads, v_keys, v_queues, v_max_attempts)
+           with ordinality as b(type, payload, key, queue, max_attempts, n)
+     where b.type is null or btrim(b.type) = '' or length(b.type) > 100
+        or b.payload is null or jsonb_typeof(b.payload) <> 'object'
+        or b.key is null or btrim(b.key) = '' or length(b.key) > 255
+        or btrim(b.queue) = '' or length(b.queue) > 100
+        or b.max_attempts < 1 or b.max_attempts > 1000
+        or octet_length(b.payload::text) > v_settings.max_payload_bytes
+     order by b.n limit 1;
+    if found then
+        raise exception using errcode = case when v_bad.too_large and v_bad.problem like 'payload is larger%'
+                                             then 'QV413' else 'QV400' end,
+            message = format('job %s: %s', v_bad.n, v_bad.problem);
+    end if;
+    select k.key into v_bad from unnest(v_keys) as k(key) group by k.key having count(*) > 1 limit 1;
+    if found then
+        raise exception using errcode = 'QV400',
+            message = format('idempotency key %L appears twice in one batch', v_bad.key);
+    end if;
+
+    with inserted as (
+        insert into jobs as j (type, payload, max_attempts, idempotency_key, queue, priority, run_at)
+        select b.type, b.payload, b.max_attempts, b.key, b.queue, b.priority, b.run_at
+          from unnest(v_types, v_payloads, v_keys, v_queues, v_priorities, v_run_ats, v_max_attempts)
+               as b(type, payload, key, queue, priority, run_at, max_attempts)
+        on conflict on constraint jobs_idempotency_key_key do nothing
+        returning j.idempotency_key
+    )
+    select coalesce(array_agg(i.idempotency_key), '{}') into v_created from inserted i;
+
+    -- A new statement, a new snapshot: the keys that already existed are read as committed now.
+    select b.n, b.key, j.id into v_bad
+      from unnest(v_types, v_payloads, v_keys) with ordinality as b(type, payload, key, n)
+      join jobs j on j.idempotency_key = b.key
+      left join unnest(v_created) as c(key) on c.key = b.key
+     where c.key is null and (j.type <> b.type or j.payload <> b.payload)
+     order by b.n limit 1;
+    if found then
+        raise exception using errcode = 'QI409',
+            message = format('job %s: idempotency key %L was already used for a different job', v_bad.n, v_bad.key),
+            detail = format('existing job %s', v_bad.id),
+            hint = 'use a new idempotency key for a different request';
+    end if;
+
+    for v_queue in
+        select distinct j.queue from unnest(v_created) as c(key) join jobs j on j.idempotency_key = c.key
+         where j.run_at <= now()
+    loop
+        perform pg_notify('pgqw_jobs', v_queue);
+    end loop;
+
+    return query
+    select j.id, j.type, j.payload, j.status, j.attempts, j.max_attempts, j.last_error, j.run_at,
+           j.created_at, j.started_at, j.finished_at, j.locked_by, j.lease_expires_at,
+           j.idempotency_key, j.queue, j.priority, c.key is not null
+      from unnest(v_keys) with ordinality as b(key, n)
+      join jobs j on j.idempotency_key = b.key
+      left join unnest(v_created) as c(key) on c.key = b.key
+     order by b.n;
+end;
+$$;

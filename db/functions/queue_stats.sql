@@ -1,0 +1,43 @@
+-- queue_stats: the queue's numbers in one place, for psql and for /metrics alike. Reads only.
+--   metric 'jobs'                      queue, label = status       jobs in that queue and status
+--   metric 'oldest_ready_age_seconds'  queue                       age of the oldest job ready to run
+--   metric 'attempts'                  label = outcome             attempts by outcome ('running' while unfinished)
+--   metric 'worker_events'             label = event               claimed, succeeded, failed, swept, handed_back
+-- Every status and outcome appears, with 0 when there are none, so a dashboard never loses a series.
+--   select * from queue_stats();
+create or replace function queue_stats()
+returns table (metric text, queue text, label text, value double precision)
+language sql stable
+as $$
+    with statuses(status) as (values ('pending'), ('processing'), ('succeeded'), ('failed'), ('dead')),
+    queues as (select distinct j.queue from jobs j union select 'default'),
+    by_status as (
+        select j.queue, j.status, count(*) as n from jobs j group by j.queue, j.status
+    ),
+    attempts as (
+        select coalesce(a.outcome, 'running') as outcome, a.abandon_reason, count(*) as n
+          from job_attempts a group by 1, 2
+    )
+    select 'jobs', q.queue, s.status, coalesce(b.n, 0)::double precision
+      from queues q cross join statuses s
+      left join by_status b on b.queue = q.queue and b.status = s.status
+    union all
+    select 'oldest_ready_age_seconds', q.queue, null,
+           coalesce((select extract(epoch from now() - min(j.run_at))
+                       from jobs j
+                      where j.status in ('pending', 'failed') and j.run_at <= now() and j.queue = q.queue), 0)
+      from queues q
+    union all
+    select 'attempts', null, o.outcome, coalesce((select sum(a.n) from attempts a where a.outcome = o.outcome), 0)
+      from (values ('running'), ('succeeded'), ('failed'), ('abandoned')) as o(outcome)
+    union all
+    select 'worker_events', null, e.event, coalesce(e.n, 0)
+      from (
+        select 'claimed' as event, (select sum(a.n) from attempts a) as n
+        union all select 'succeeded', (select sum(a.n) from attempts a where a.outcome = 'succeeded')
+        union all select 'failed', (select sum(a.n) from attempts a where a.outcome = 'failed')
+        union all select 'swept', (select sum(a.n) from attempts a where a.abandon_reason = 'lease_expired')
+        union all select 'handed_back', (select sum(a.n) from attempts a where a.abandon_reason = 'handed_back')
+      ) e
+    order by 1, 2 nulls first, 3;
+$$;

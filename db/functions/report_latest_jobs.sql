@@ -1,0 +1,24 @@
+-- report_latest_jobs: the newest jobs with what a person checks first. Reads only.
+--   select * from report_latest_jobs(20);
+-- Raises QV400 when p_limit is not between 1 and 1000.
+create or replace function report_latest_jobs(
+    p_limit  integer default 20
+) returns table (
+    id uuid, type text, queue text, status text, attempts integer, max_attempts integer,
+    locked_by text, created_at timestamptz, run_at timestamptz, finished_at timestamptz, last_error text
+)
+language plpgsql stable
+as $$
+begin
+    if p_limit is null or p_limit < 1 or p_limit > 1000 then
+        raise exception using errcode = 'QV400',
+            message = format('limit must be between 1 and 1000, got %s', coalesce(p_limit::text, 'null'));
+    end if;
+    return query
+    select j.id, j.type, j.queue, j.status, j.attempts, j.max_attempts, j.locked_by,
+           j.created_at, j.run_at, j.finished_at, j.last_error
+      from jobs j
+     order by j.created_at desc, j.id desc
+     limit p_limit;
+end;
+$$;

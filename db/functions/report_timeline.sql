@@ -1,0 +1,30 @@
+-- report_timeline: every attempt of one job in order, with the wait before each (the time from the
+-- previous attempt's end to this one's start). Reads only.
+--   select * from report_timeline('c031554e-1af9-4611-b311-031622661edc');
+-- Raises QV400 for a null id, QN404 for an unknown job.
+create or replace function report_timeline(
+    p_job_id  uuid
+) returns table (
+    attempt integer, worker_id text, started_at timestamptz, finished_at timestamptz,
+    wait_before_s numeric, duration_s numeric, outcome text, error text
+)
+language plpgsql stable
+as $$
+begin
+    if p_job_id is null then
+        raise exception using errcode = 'QV400', message = 'job id must not be null';
+    end if;
+    if not exists (select 1 from jobs j where j.id = p_job_id) then
+        raise exception using errcode = 'QN404', message = format('job %s does not exist', p_job_id);
+    end if;
+    return query
+    select a.attempt, a.worker_id, a.started_at, a.finished_at,
+           round(extract(epoch from a.started_at - lag(a.finished_at) over w)::numeric, 3),
+           round(extract(epoch from a.finished_at - a.started_at)::numeric, 3),
+           coalesce(a.outcome, 'running'), a.error
+      from job_attempts a
+     where a.job_id = p_job_id
+    window w as (order by a.attempt)
+     order by a.attempt;
+end;
+$$;
