@@ -1,0 +1,181 @@
+"""Writes docs/sql.md: the queue used from psql alone, with the real output of a real run.
+
+    .venv/bin/python docs/tools/make_sql_doc.py [DSN of a server where databases may be created]
+
+Default DSN: postgresql://postgres@127.0.0.1:5432/postgres. A scratch database is created,
+the queue is installed into it with psql alone (migrations, then function files), every step
+below is run in one psql session, and the scratch database is dropped.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from pgqw.migrate import function_files, migration_files  # noqa: E402
+
+STEPS: list[tuple[str, str]] = [
+    ("Install with psql alone",
+     "Every migration in order, then every function file. Function files may call functions that come later "
+     "in the alphabet, so they are loaded with `check_function_bodies` off (as `pg_dump` does). "
+     "`pgqw migrate` does the same and records what it applied in `schema_migrations`.\n\n"
+     "```sh\npsql -v ON_ERROR_STOP=1 -f db/migrations/0001_core.sql ...\n"
+     "psql -v ON_ERROR_STOP=1 -c 'set check_function_bodies = off' -f db/functions/backoff_delay.sql ...\n```",
+     ),
+    ("Settings a DBA can change without a deploy",
+     "One row. Every function falls back to it when its own argument is null; a worker started with "
+     "`MAX_ATTEMPTS`, `RETRY_BASE_DELAY_MS`, `RETRY_MAX_JITTER_MS`, `RETRY_MAX_DELAY_MS` or "
+     "`STUCK_JOB_TIMEOUT_MS` set passes its value as the argument instead.\n\n@@SQL@@\n"
+     "select * from queue_settings;\n"),
+    ("Enqueue two jobs",
+     "@@SQL@@\n"
+     "select id as job_a, status, created from enqueue_job('listing_flyer',\n"
+     "  '{\"title\": \"3-bedroom apartment in Yaba\", \"priceMinor\": 270000000, \"currency\": \"NGN\",\n"
+     "    \"address\": \"12 Herbert Macaulay Way, Yaba, Lagos\", \"bedrooms\": 3}', 'psql-demo-a') \\gset\n"
+     "select :'job_a' as job_a;\n"
+     "select id as job_b, status, created from enqueue_job('listing_flyer', '{\"title\": \"Studio in Lekki\"}',\n"
+     "  'psql-demo-b', p_max_attempts => 3) \\gset\n"
+     "select :'job_b' as job_b;\n"
+     "-- The same key again returns the same job, created = false:\n"
+     "select id, status, created from enqueue_job('listing_flyer', '{\"title\": \"Studio in Lekki\"}', 'psql-demo-b');\n"),
+    ("Two workers claim: different jobs",
+     "`claim_job` picks with `for update skip locked`, so two sessions never get the same row and never wait "
+     "for each other.\n\n@@SQL@@\n"
+     "select id, status, attempts, locked_by, lease_expires_at - started_at as lease from claim_job('w1');\n"
+     "select id, status, attempts, locked_by from claim_job('w2');\n"
+     "select * from claim_job('w3');  -- nothing is ready: no row\n"),
+    ("Finish one",
+     "@@SQL@@\n"
+     "select id, status, finished_at is not null as finished from mark_succeeded(:'job_a', 'w1', 1);\n"),
+    ("Fail the other until it is dead",
+     "Backoff arguments are given here as 0 so the demo needs no waiting; left out, they come from "
+     "`queue_settings` (2 s doubling, plus up to 1 s of jitter).\n\n@@SQL@@\n"
+     "select status, attempts, max_attempts, run_at - now() as wait\n"
+     "  from mark_failed(:'job_b', 'w2', 1, 'printer on fire', p_base_ms => 0, p_max_jitter_ms => 0);\n"
+     "select id, attempts from claim_job('w1');\n"
+     "select status, attempts from mark_failed(:'job_b', 'w1', 2, 'printer on fire', p_base_ms => 0, p_max_jitter_ms => 0);\n"
+     "select id, attempts from claim_job('w2');\n"
+     "select status, attempts, max_attempts, last_error from mark_failed(:'job_b', 'w2', 3, 'printer on fire');\n"
+     "select * from job_attempts where job_id = :'job_b' order by attempt;\n"),
+    ("Retry the dead job: attempt numbers continue",
+     "@@SQL@@\n"
+     "select status, attempts, max_attempts from retry_dead(:'job_b');\n"
+     "select id, attempts, locked_by from claim_job('w1');\n"),
+    ("A worker dies: the sweep recovers its job",
+     "Here the lease is 1 ms so it has run out by the time the sweep looks; a live worker extends its lease "
+     "with `heartbeat`.\n\n@@SQL@@\n"
+     "select id as job_c from enqueue_job('listing_flyer', '{\"title\": \"Duplex in Ikeja\"}', 'psql-demo-c') \\gset\n"
+     "select id, attempts, locked_by from claim_job('w-crash', p_lease_ms => 1);\n"
+     "select pg_sleep(0.01);\n"
+     "select * from heartbeat('w1', array[:'job_b']::uuid[]);\n"
+     "select * from sweep_stuck();\n"
+     "select status, last_error from jobs where id = :'job_c';\n"
+     "select attempt, worker_id, outcome, abandon_reason, error from job_attempts where job_id = :'job_c';\n"),
+    ("Bad input: a stable SQLSTATE, nothing changed",
+     "`\\set VERBOSITY verbose` shows the SQLSTATE. Every code is listed in [errors.md](errors.md).\n\n@@SQL@@\n"
+     "\\set VERBOSITY verbose\n"
+     "select retry_dead(:'job_a');\n"
+     "select mark_succeeded(:'job_c', 'w-crash', 1);\n"
+     "select enqueue_job('listing_flyer', '{\"title\": \"Another\"}', 'psql-demo-a');\n"
+     "select * from claim_job('');\n"
+     "\\set VERBOSITY default\n"),
+    ("The backoff table",
+     "`backoff_delay` is the formula `mark_failed` uses; with the jitter pinned at 0 and 1 it gives the "
+     "bounds of each wait.\n\n@@SQL@@\n"
+     "select n as after_attempt, backoff_delay(n, p_jitter => 0) as shortest, backoff_delay(n, p_jitter => 1) as longest\n"
+     "  from generate_series(1, 8) n;\n"),
+    ("Reports",
+     "The CLI's `pgqw report` prints these same functions.\n\n@@SQL@@\n"
+     "select * from queue_stats() where value > 0;\n"
+     "select * from report_timeline(:'job_b');\n"
+     "select * from report_concurrency('w');\n"
+     "select * from report_double_runs('w');\n"),
+]
+
+HEAD = """# Using the queue from psql
+
+Everything the queue does is a stored function, so a DBA can run it, inspect it and repair it from
+`psql` with nothing else installed. This page is written by `docs/tools/make_sql_doc.py`, which installs
+the queue into a scratch database with psql alone and runs each step below in one psql session; the
+output is that run's, not typed by hand.
+
+Functions, their arguments and the state change each makes:
+
+| function | state change | raises |
+|---|---|---|
+| `enqueue_job(type, payload, idempotency_key, queue, priority, run_at, max_attempts)` | → pending | QV400, QV413, QI409 |
+| `enqueue_jobs(jobs jsonb)` | → pending, many in one call | QV400, QV413, QI409 |
+| `claim_job(worker_id, queues, lease_ms, now)` | pending/failed → processing | QV400 |
+| `claim_jobs(worker_id, limit, queues, lease_ms, now)` | the same, up to `limit` jobs | QV400 |
+| `heartbeat(worker_id, job_ids, lease_ms)` | extends leases | QV400 |
+| `mark_succeeded(job_id, worker_id, attempt)` | processing → succeeded | QV400, QN404, QL409 |
+| `mark_jobs_succeeded(worker_id, job_ids, attempts)` | the same for many | QV400 |
+| `mark_failed(job_id, worker_id, attempt, error, retryable, base_ms, max_jitter_ms, max_delay_ms)` | processing → failed (backoff) or dead | QV400, QN404, QL409 |
+| `release_job(job_id, worker_id, attempt, reason)` | processing → pending (handed back) | QV400, QN404, QL409 |
+| `sweep_stuck(now)` | expired processing → pending, or dead | QV400 |
+| `retry_dead(job_id, extra_attempts)` | dead → pending | QV400, QN404, QS409 |
+| `save_flyer(job_id, pdf)` | stores the output once | QV400, QN404 |
+| `backoff_delay(attempt, base_ms, max_jitter_ms, max_delay_ms, jitter)` | none | QV400 |
+| `queue_stats()`, `report_timeline(job_id)`, `report_concurrency(prefix)`, `report_double_runs(prefix)`, `report_latest_jobs(limit)` | none (reads) | QV400, QN404 |
+
+Each file in `db/functions/` opens with a comment giving the same facts.
+"""
+
+
+def main() -> int:
+    admin = sys.argv[1] if len(sys.argv) > 1 else "postgresql://postgres@127.0.0.1:5432/postgres"
+    name = f"pgqw_sqldoc_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+    dsn = make_conninfo(admin, dbname=name)
+    try:
+        install = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", dsn]
+        for _, path in migration_files():
+            install += ["-f", str(path)]
+        install += ["-c", "set check_function_bodies = off"]
+        for path in function_files():
+            install += ["-f", str(path)]
+        subprocess.run(install, check=True, capture_output=True, text=True)
+
+        script = ""
+        for i, (_, body) in enumerate(STEPS):
+            if "@@SQL@@" in body:
+                script += f"\\echo @@STEP {i}@@\n" + body.split("@@SQL@@\n", 1)[1]
+        script += "\\echo @@END@@\n"
+        # stderr merged into stdout, so each error sits right after its statement.
+        merged = subprocess.run(["psql", "-X", "-a", "-d", dsn], input=script, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True).stdout
+    finally:
+        with psycopg.connect(admin, autocommit=True) as c:
+            c.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+
+    parts = re.split(r"^@@STEP (\d+)@@\n", merged, flags=re.M)
+    outputs: dict[int, str] = {}
+    for k in range(1, len(parts), 2):
+        text = parts[k + 1].split("@@END@@")[0]
+        text = "\n".join(line for line in text.splitlines() if not line.startswith("\\echo"))
+        outputs[int(parts[k])] = text.strip("\n")
+
+    out = [HEAD]
+    for i, (title, body) in enumerate(STEPS):
+        out.append(f"\n## {i + 1}. {title}\n")
+        prose = body.split("@@SQL@@\n", 1)[0].strip()
+        if prose:
+            out.append(prose + "\n")
+        if i in outputs:
+            out.append("```\n" + outputs[i] + "\n```\n")
+    (ROOT / "docs" / "sql.md").write_text("\n".join(out))
+    print(f"wrote docs/sql.md ({len(outputs)} steps)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
