@@ -113,6 +113,16 @@ def build_parser() -> argparse.ArgumentParser:
                        "the same moment, and count the flyers (must be 1).")
     p.set_defaults(func=_lazy("pgqw.tools", "cmd_check_idempotency"))
 
+    p = sub.add_parser("evidence", help="run the break-it scenarios and write docs/evidence/",
+                       description="Run the break-it scenarios with real API and worker processes, each in a "
+                       "scratch database, and write one file per scenario to docs/evidence/.")
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help="scenarios to run (default: all): concurrency-50-jobs, backoff-to-dead, "
+                   "stuck-job-recovery, idempotency-key, two-workers, idempotent-work, every-status")
+    p.add_argument("--fast", action="store_true", help="the test suite's short latencies instead of the demo's")
+    p.add_argument("--out", default="docs/evidence", help="folder to write to (default docs/evidence)")
+    p.set_defaults(func=_lazy("pgqw.evidence", "cmd_evidence"))
+
     p = sub.add_parser("bench", help="run the benchmark suite and write docs/benchmarks.md",
                        description="Measure the queue against the raw SKIP LOCKED ceiling of this machine.")
     p.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")

@@ -410,3 +410,75 @@ def report_latest_jobs(conn: psycopg.Connection, *, limit: int = 20) -> list[Lat
     with conn.cursor(row_factory=class_row(LatestJob)) as cur:
         cur.execute("select * from report_latest_jobs(%(limit)s::integer)", {"limit": limit})
         return cur.fetchall()
+
+
+def claim_job_at(
+    conn: psycopg.Connection, *, worker_id: str, now: datetime, queues: Sequence[str] | None = None
+) -> Job | None:
+    """claim_job as if it were `now` (p_now): for operators' tools and tests, not for workers."""
+    with conn.cursor(row_factory=class_row(Job)) as cur:
+        cur.execute(
+            "select * from claim_job(%(worker_id)s::text, %(queues)s::text[], null, %(now)s::timestamptz)",
+            {"worker_id": worker_id, "queues": list(queues) if queues else None, "now": now},
+        )
+        return cur.fetchone()
+
+
+@dataclass
+class JobsSummary:
+    jobs: int
+    pending: int
+    processing: int
+    succeeded: int
+    failed: int
+    dead: int
+    attempts: int
+    failed_attempts: int
+    abandoned_attempts: int
+    flyers: int
+
+
+def summarize_jobs(conn: psycopg.Connection, *, job_ids: Sequence[uuid.UUID | str]) -> JobsSummary:
+    """Counts for a set of jobs: by status, their attempts by outcome, and their flyers."""
+    with conn.cursor(row_factory=class_row(JobsSummary)) as cur:
+        cur.execute(
+            "with j as (select * from jobs where id = any(%(ids)s::uuid[])),"
+            " a as (select a.* from job_attempts a join j on j.id = a.job_id)"
+            " select (select count(*) from j)::int as jobs,"
+            " (select count(*) from j where status = 'pending')::int as pending,"
+            " (select count(*) from j where status = 'processing')::int as processing,"
+            " (select count(*) from j where status = 'succeeded')::int as succeeded,"
+            " (select count(*) from j where status = 'failed')::int as failed,"
+            " (select count(*) from j where status = 'dead')::int as dead,"
+            " (select count(*) from a)::int as attempts,"
+            " (select count(*) from a where outcome = 'failed')::int as failed_attempts,"
+            " (select count(*) from a where outcome = 'abandoned')::int as abandoned_attempts,"
+            " (select count(*) from flyers f join j on j.id = f.job_id)::int as flyers",
+            {"ids": list(job_ids)},
+        )
+        row = cur.fetchone()
+    assert row is not None
+    return row
+
+
+def jobs_by_id(conn: psycopg.Connection, *, job_ids: Sequence[uuid.UUID | str]) -> list[Job]:
+    with conn.cursor(row_factory=class_row(Job)) as cur:
+        cur.execute("select * from jobs where id = any(%(ids)s::uuid[]) order by created_at, id",
+                    {"ids": list(job_ids)})
+        return cur.fetchall()
+
+
+def attempts_for_jobs(conn: psycopg.Connection, *, job_ids: Sequence[uuid.UUID | str]) -> list[Attempt]:
+    with conn.cursor(row_factory=class_row(Attempt)) as cur:
+        cur.execute("select * from job_attempts where job_id = any(%(ids)s::uuid[]) order by job_id, attempt",
+                    {"ids": list(job_ids)})
+        return cur.fetchall()
+
+
+def jobs_per_key(conn: psycopg.Connection, *, keys: Sequence[str]) -> dict[str, int]:
+    """How many jobs each idempotency key has (the unique constraint keeps it at 0 or 1)."""
+    found = conn.execute(
+        "select k, count(j.id) from unnest(%(keys)s::text[]) as k left join jobs j on j.idempotency_key = k"
+        " group by k", {"keys": list(keys)},
+    ).fetchall()
+    return {k: int(n) for k, n in found}

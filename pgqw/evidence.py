@@ -1,0 +1,67 @@
+"""pgqw evidence: runs the break-it scenarios with real processes and writes docs/evidence/.
+
+Each scenario gets a scratch database of its own on the configured server (DATABASE_URL, or the
+embedded one), so the evidence never mixes with the jobs of a running system.
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from . import config
+from .cli import UsageError
+from .config import ROOT
+from .embedded import database_url
+from .migrate import migrate
+from .scenarios import DEMO, FAST, SCENARIOS, header
+from .stack import Stack
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def cmd_evidence(args: argparse.Namespace) -> int:
+    names = args.names or list(SCENARIOS)
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        raise UsageError(f"no scenario {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
+    profile = FAST if args.fast else DEMO
+    admin = database_url(config.load())
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        server = conn.execute("show server_version").fetchone()[0]  # type: ignore[index]
+    failed = 0
+    for name in names:
+        dbname = f"pgqw_evidence_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(sql.SQL("create database {}").format(sql.Identifier(dbname)))
+        dsn = make_conninfo(admin, dbname=dbname)
+        try:
+            migrate(dsn)
+            print(f"running {name} ({profile.name} settings)...", flush=True)
+            with tempfile.TemporaryDirectory() as logs, Stack(dsn, Path(logs)) as stack:
+                result = SCENARIOS[name](stack, profile)
+            command = f"pgqw evidence {name}" + (" --fast" if args.fast else "")
+            text = header(result, profile, command, _commit(), server) + result.text()
+            (out_dir / f"{name}.txt").write_text(text)
+            print(text)
+        except Exception as exc:  # noqa: BLE001 - one scenario failing must not hide the others
+            failed += 1
+            print(f"{name}: FAILED: {exc}", flush=True)
+        finally:
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(dbname)))
+    return 1 if failed else 0

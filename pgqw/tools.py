@@ -1,0 +1,245 @@
+"""Operators' commands: burst, report and check-idempotency. The numbers come from stored
+functions (queue_stats, report_*), so psql gives the same answers; this module only prints them."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+import psycopg
+
+from . import config, db
+from .cli import UsageError
+from .embedded import database_url
+from .tables import format_table
+
+EXAMPLE_LISTING = {
+    "title": "3-bedroom apartment in Yaba",
+    "priceMinor": 270000000,
+    "currency": "NGN",
+    "address": "12 Herbert Macaulay Way, Yaba, Lagos",
+    "bedrooms": 3,
+}
+
+
+@dataclass
+class Sent:
+    key: str
+    status: int
+    job_id: str | None
+    error: str | None
+
+
+def post_job(base_url: str, key: str, payload: dict | None = None, timeout: float = 30.0) -> Sent:
+    """One POST /api/jobs; never raises for an HTTP or network failure, it reports it."""
+    body = json.dumps({"type": "listing_flyer", "payload": payload or EXAMPLE_LISTING}).encode()
+    request = urllib.request.Request(
+        f"{base_url}/api/jobs", data=body, method="POST",
+        headers={"Content-Type": "application/json", "Idempotency-Key": key},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            data = json.loads(response.read())
+            return Sent(key, response.status, data["data"]["id"], None)
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.loads(exc.read())["error"]["message"]
+        except Exception:  # noqa: BLE001 - any unreadable body
+            message = exc.reason
+        return Sent(key, exc.code, None, str(message))
+    except (urllib.error.URLError, OSError) as exc:
+        return Sent(key, 0, None, str(getattr(exc, "reason", exc)))
+
+
+def burst(base_url: str, n: int, *, prefix: str | None = None, progress: bool = True) -> list[Sent]:
+    """Sends n jobs at once (distinct idempotency keys) and returns what each request got."""
+    prefix = prefix or f"burst-{int(time.time() * 1000)}"
+    done: list[Sent] = []
+    lock = threading.Lock()
+
+    def one(i: int) -> Sent:
+        sent = post_job(base_url, f"{prefix}-{i}")
+        with lock:
+            done.append(sent)
+            if progress:
+                filled = int(30 * len(done) / n)
+                sys.stderr.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {len(done)}/{n}")
+                sys.stderr.flush()
+        return sent
+
+    with ThreadPoolExecutor(max_workers=min(n, 50)) as pool:
+        results = list(pool.map(one, range(n)))
+    if progress:
+        sys.stderr.write("\n")
+    return results
+
+
+def _base_url(args: argparse.Namespace, settings: config.Settings) -> str:
+    return (args.url or config.public_base_url(settings)).rstrip("/")
+
+
+def cmd_burst(args: argparse.Namespace) -> int:
+    settings = config.load()
+    base = _base_url(args, settings)
+    started = time.monotonic()
+    results = burst(base, args.n)
+    took = time.monotonic() - started
+    codes = Counter(r.status for r in results)
+    unreachable = codes.pop(0, 0)
+    print(f"sent {args.n} jobs to {base} in {took:.2f}s")
+    for code, count in sorted(codes.items()):
+        print(f"  HTTP {code}: {count}")
+    if unreachable:
+        first = next(r.error for r in results if r.status == 0)
+        print(f"  not reached: {unreachable} ({first})")
+    errors = [r for r in results if r.error and r.status]
+    for r in errors[:5]:
+        print(f"  {r.key}: {r.status} {r.error}")
+    ids = [r.job_id for r in results if r.job_id]
+    if ids:
+        print(f"  first job: {ids[0]}  (pgqw report timeline {ids[0]})")
+    return 0 if codes.get(202, 0) + codes.get(200, 0) == args.n else 1
+
+
+def _connect(settings: config.Settings) -> psycopg.Connection:
+    return psycopg.connect(database_url(settings), autocommit=True)
+
+
+def _job_id(text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise UsageError(f"not a job id: {text!r} (a job id is a UUID)") from None
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    settings = config.load()
+    with _connect(settings) as conn:
+        if args.report == "timeline":
+            job_id = _job_id(args.job_id)
+            try:
+                rows = db.report_timeline(conn, job_id=job_id)
+            except psycopg.Error as exc:
+                if exc.sqlstate == "QN404":
+                    raise UsageError(f"no job {job_id}") from None
+                raise
+            job = db.get_job(conn, job_id=job_id)
+            assert job is not None
+            print(f"job {job.id}  {job.type}  {job.status}  attempt {job.attempts}/{job.max_attempts}")
+            print(format_table(rows, ["attempt", "worker_id", "started_at", "finished_at", "wait_before_s",
+                                      "duration_s", "outcome", "error"]))
+            return 0
+        if args.report == "concurrency":
+            rows = db.report_concurrency(conn, prefix=args.prefix)
+            runs = db.report_double_runs(conn, prefix=args.prefix)
+            print(format_table(rows, ["worker_id", "peak_at_once", "attempts_run"]))
+            print()
+            print(f"jobs looked at:                                {runs.jobs_seen}")
+            print(f"attempts looked at:                            {runs.attempts_seen}")
+            print(f"jobs worked on by two workers at the same time: {runs.overlapping_jobs}")
+            print(f"jobs that succeeded more than once:             {runs.succeeded_twice}")
+            print(f"jobs succeeded:                                 {runs.succeeded_jobs}")
+            print(f"flyers produced:                                {runs.flyers}")
+            return 0 if runs.overlapping_jobs == 0 and runs.succeeded_twice == 0 else 1
+        counts = db.count_by_status(conn)
+        print(format_table([{"status": s, "jobs": n} for s, n in counts.items()], ["status", "jobs"]))
+        print()
+        latest = db.report_latest_jobs(conn, limit=15)
+        print(format_table(
+            [{**r.__dict__, "id": str(r.id)[:8], "attempt": f"{r.attempts}/{r.max_attempts}"} for r in latest],
+            ["id", "type", "status", "attempt", "locked_by", "created_at", "run_at", "last_error"],
+        ))
+    return 0
+
+
+@dataclass
+class IdempotencyCheck:
+    sequential_flyers: list[int]
+    concurrent_flyers: int
+    notes: list[str]
+    text: str
+
+    @property
+    def ok(self) -> bool:
+        return self.sequential_flyers == [1, 1] and self.concurrent_flyers == 1
+
+
+def _check_job(conninfo: str, key: str) -> db.Job:
+    """A job of its own queue, due in a century, so no running worker takes it; then claimed
+    by this check (p_now = its run_at) so its attempts are recorded like any other."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        job = db.enqueue_job(conn, type="listing_flyer", payload=EXAMPLE_LISTING, idempotency_key=key,
+                             queue="check-idempotency", run_at=datetime.now(timezone.utc) + timedelta(days=36500))
+        claimed = db.claim_job_at(conn, worker_id="check-idempotency", queues=["check-idempotency"], now=job.run_at)
+        assert claimed is not None and claimed.id == job.id
+        return claimed
+
+
+def _finish(conninfo: str, job: db.Job) -> None:
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        db.mark_succeeded(conn, job_id=job.id, worker_id="check-idempotency", attempt=job.attempts)
+
+
+def check_idempotency(conninfo: str, settings: config.Settings) -> IdempotencyCheck:
+    """Runs the listing_flyer work twice for one job, one after the other (a worker that crashed
+    after the work but before marking the job), then twice at the same moment for another job
+    (the sweep handed a slow job to a second worker), and counts the flyers each time."""
+    import dataclasses
+
+    from worker.handlers import Context, listing_flyer
+
+    quiet = dataclasses.replace(settings, sim_min_latency_ms=0, sim_max_latency_ms=0, sim_failure_rate=0.0)
+    stamp = int(time.time() * 1000)
+    lines = ["Case 1, one after the other."]
+    job = _check_job(conninfo, f"check-idempotency-{stamp}-sequential")
+    counts: list[int] = []
+    notes: list[str] = []
+    for run in (1, 2):
+        note = listing_flyer(job, Context.connecting(quiet, conninfo))
+        notes.append(f"sequential run {run}: {note}")
+        with psycopg.connect(conninfo) as conn:
+            counts.append(db.count_flyers(conn, job_id=job.id))
+        lines.append(f"  after run {run}: {counts[-1]} flyer(s)   ({note})")
+    _finish(conninfo, job)
+
+    lines.append("Case 2, two runs at the same moment.")
+    job = _check_job(conninfo, f"check-idempotency-{stamp}-concurrent")
+    barrier = threading.Barrier(2)
+    results: list[str | None] = [None, None]
+
+    def run(i: int) -> None:
+        # Both runs wait here, where the simulated latency would be, so both check for an existing
+        # flyer at the same moment, both find none, and both render and save.
+        ctx = Context.connecting(quiet, conninfo, sleep=lambda _s: barrier.wait(timeout=10))
+        results[i] = listing_flyer(job, ctx)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with psycopg.connect(conninfo) as conn:
+        concurrent = db.count_flyers(conn, job_id=job.id)
+    for i, note in enumerate(results):
+        notes.append(f"concurrent run {i + 1}: {note}")
+        lines.append(f"  run {'AB'[i]}: {note}")
+    lines.append(f"  after both runs: {concurrent} flyer(s)")
+    _finish(conninfo, job)
+    return IdempotencyCheck(counts, concurrent, notes, "\n".join(lines))
+
+
+def cmd_check_idempotency(args: argparse.Namespace) -> int:
+    settings = config.load()
+    report = check_idempotency(database_url(settings), settings)
+    print(report.text)
+    print("OK: one flyer per job" if report.ok else "FAILED: a job has more than one flyer")
+    return 0 if report.ok else 1
