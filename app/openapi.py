@@ -1,0 +1,287 @@
+"""The OpenAPI 3.1 document of the JSON API, served at /api/openapi.json.
+
+tests/api/test_openapi.py keeps it true: every /api route of the app is here with the same methods
+and nothing else is, and every response the API tests receive validates against the schema here.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pgqw.listing import ADDRESS_MAX, BEDROOMS_MAX, CURRENCIES, MAX_PRICE_MINOR, TITLE_MAX
+
+STATUSES = ["pending", "processing", "succeeded", "failed", "dead"]
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _data(schema: dict[str, Any], description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
+    response: dict[str, Any] = {
+        "description": description,
+        "content": {"application/json": {"schema": {
+            "type": "object", "required": ["data"], "additionalProperties": False,
+            "properties": {"data": schema},
+        }}},
+    }
+    if headers:
+        response["headers"] = headers
+    return response
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": _ref("ErrorEnvelope")}}}
+
+
+_LOCATION = {"Location": {"description": "the job's URL", "schema": {"type": "string"}}}
+_JOB_ID = {
+    "name": "id", "in": "path", "required": True,
+    "description": "the job's id; anything that is not a UUID names no job (404)",
+    "schema": {"type": "string", "format": "uuid"},
+}
+_UNAVAILABLE = _error("the database cannot be reached or asked to retry (Retry-After: 1)")
+_NOT_FOUND = _error("no job with this id (also for a malformed id)")
+
+_TIME = {"type": "string", "format": "date-time", "description": "ISO 8601, UTC, with Z"}
+_TIME_OR_NULL = {"type": ["string", "null"], "format": "date-time"}
+
+SCHEMAS: dict[str, Any] = {
+    "Listing": {
+        "type": "object",
+        "description": "payload of a listing_flyer job",
+        "required": ["title", "priceMinor", "currency", "address", "bedrooms"],
+        "additionalProperties": False,
+        "properties": {
+            "title": {"type": "string", "minLength": 1, "maxLength": TITLE_MAX},
+            "priceMinor": {"type": "integer", "minimum": 0, "maximum": MAX_PRICE_MINOR,
+                           "description": "price in minor units (kobo, cents)"},
+            "currency": {"type": "string", "enum": sorted(CURRENCIES)},
+            "address": {"type": "string", "minLength": 1, "maxLength": ADDRESS_MAX},
+            "bedrooms": {"type": "integer", "minimum": 0, "maximum": BEDROOMS_MAX},
+        },
+        "example": {
+            "title": "3-bedroom apartment in Yaba", "priceMinor": 270000000, "currency": "NGN",
+            "address": "12 Herbert Macaulay Way, Yaba, Lagos", "bedrooms": 3,
+        },
+    },
+    "CreateJob": {
+        "type": "object",
+        "required": ["type", "payload"],
+        "additionalProperties": False,
+        "properties": {
+            "type": {"type": "string", "enum": ["listing_flyer"]},
+            "payload": _ref("Listing"),
+            "queue": {"type": "string", "minLength": 1, "maxLength": 100, "default": "default"},
+            "priority": {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1, "default": 0,
+                         "description": "higher runs first"},
+        },
+    },
+    "Job": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["id", "type", "queue", "priority", "status", "attempts", "maxAttempts", "lastError",
+                     "nextAttemptAt", "createdAt", "startedAt", "finishedAt", "lockedBy", "payload",
+                     "resultUrl"],
+        "properties": {
+            "id": {"type": "string", "format": "uuid"},
+            "type": {"type": "string"},
+            "queue": {"type": "string"},
+            "priority": {"type": "integer"},
+            "status": {"type": "string", "enum": STATUSES},
+            "attempts": {"type": "integer", "minimum": 0, "description": "attempts started so far"},
+            "maxAttempts": {"type": "integer", "minimum": 1},
+            "lastError": {"type": ["string", "null"]},
+            "nextAttemptAt": {**_TIME_OR_NULL, "description": "when the job may run next (pending or failed), "
+                              "else null"},
+            "createdAt": _TIME,
+            "startedAt": {**_TIME_OR_NULL, "description": "start of the latest attempt"},
+            "finishedAt": {**_TIME_OR_NULL, "description": "set when succeeded or dead"},
+            "lockedBy": {"type": ["string", "null"], "description": "the worker holding it while processing"},
+            "payload": {"type": "object"},
+            "resultUrl": {"type": ["string", "null"], "description": "the flyer's URL once succeeded"},
+        },
+    },
+    "Attempt": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["attempt", "workerId", "startedAt", "finishedAt", "outcome", "error"],
+        "properties": {
+            "attempt": {"type": "integer", "minimum": 1},
+            "workerId": {"type": "string"},
+            "startedAt": _TIME,
+            "finishedAt": _TIME_OR_NULL,
+            "outcome": {"type": ["string", "null"], "enum": ["succeeded", "failed", "abandoned", None],
+                        "description": "null while the attempt runs"},
+            "error": {"type": ["string", "null"]},
+        },
+    },
+    "JobPage": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["jobs", "nextCursor"],
+        "properties": {
+            "jobs": {"type": "array", "items": _ref("Job")},
+            "nextCursor": {"type": ["string", "null"],
+                           "description": "pass as cursor for the next page; null on the last page"},
+        },
+    },
+    "Stats": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["counts", "total"],
+        "properties": {
+            "counts": {"type": "object", "required": STATUSES, "additionalProperties": False,
+                       "properties": {s: {"type": "integer", "minimum": 0} for s in STATUSES}},
+            "total": {"type": "integer", "minimum": 0},
+        },
+    },
+    "FieldError": {
+        "type": "object",
+        "required": ["field", "problem"],
+        "additionalProperties": False,
+        "properties": {"field": {"type": "string"}, "problem": {"type": "string"}},
+    },
+    "ErrorEnvelope": {
+        "type": "object",
+        "required": ["error"],
+        "additionalProperties": False,
+        "properties": {"error": {
+            "type": "object",
+            "required": ["code", "message"],
+            "additionalProperties": False,
+            "properties": {
+                "code": {"type": "string", "description": "stable, snake_case; see docs/api.md"},
+                "message": {"type": "string", "description": "for people"},
+                "details": {"description": "a list of {field, problem} for 400 and 422; "
+                            "an object (sqlstate, hint, …) otherwise",
+                            "oneOf": [{"type": "array", "items": _ref("FieldError")}, {"type": "object"}]},
+            },
+        }},
+    },
+}
+
+OPENAPI: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {
+        "title": "pg-queue-worker API",
+        "version": "1",
+        "description": "Enqueue listing_flyer jobs, follow them, retry dead ones and fetch the PDF. "
+                       "Every response is {\"data\": ...} or {\"error\": {\"code\", \"message\", \"details\"?}}.",
+    },
+    "paths": {
+        "/api/jobs": {
+            "post": {
+                "operationId": "createJob",
+                "summary": "Enqueue a job (one insert; never waits for the work)",
+                "parameters": [{
+                    "name": "Idempotency-Key", "in": "header", "required": True,
+                    "description": "1 to 255 characters; the same key and body again returns the same job",
+                    "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+                }],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("CreateJob")}}},
+                "responses": {
+                    "202": _data(_ref("Job"), "a new job", _LOCATION),
+                    "200": _data(_ref("Job"), "the job this key already made (same body)", _LOCATION),
+                    "400": _error("no or bad Idempotency-Key, or the body is not JSON"),
+                    "409": _error("the key was already used with a different body"),
+                    "413": _error("the body is larger than MAX_BODY_BYTES"),
+                    "415": _error("Content-Type is not application/json"),
+                    "422": _error("the body is not a valid job; details name every bad field"),
+                    "503": _UNAVAILABLE,
+                },
+            },
+            "get": {
+                "operationId": "listJobs",
+                "summary": "Jobs newest first, keyset-paginated",
+                "parameters": [
+                    {"name": "status", "in": "query", "schema": {"type": "string", "enum": STATUSES},
+                     "description": "only jobs in this status"},
+                    {"name": "limit", "in": "query",
+                     "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}},
+                    {"name": "cursor", "in": "query", "schema": {"type": "string"},
+                     "description": "nextCursor of the previous page (opaque)"},
+                ],
+                "responses": {
+                    "200": _data(_ref("JobPage"), "one page of jobs"),
+                    "400": _error("bad status, limit or cursor, or an unknown parameter"),
+                    "503": _UNAVAILABLE,
+                },
+            },
+        },
+        "/api/jobs/{id}": {
+            "get": {
+                "operationId": "getJob",
+                "summary": "One job",
+                "parameters": [_JOB_ID],
+                "responses": {"200": _data(_ref("Job"), "the job"), "404": _NOT_FOUND, "503": _UNAVAILABLE},
+            },
+        },
+        "/api/jobs/{id}/attempts": {
+            "get": {
+                "operationId": "getAttempts",
+                "summary": "Every attempt of a job, oldest first",
+                "parameters": [_JOB_ID],
+                "responses": {
+                    "200": _data({"type": "array", "items": _ref("Attempt")}, "the attempts"),
+                    "404": _NOT_FOUND,
+                    "503": _UNAVAILABLE,
+                },
+            },
+        },
+        "/api/jobs/{id}/retry": {
+            "post": {
+                "operationId": "retryJob",
+                "summary": "Give a dead job more attempts (dead → pending)",
+                "parameters": [_JOB_ID],
+                "responses": {
+                    "202": _data(_ref("Job"), "the job, pending again", _LOCATION),
+                    "404": _NOT_FOUND,
+                    "409": _error("the job is not dead"),
+                    "503": _UNAVAILABLE,
+                },
+            },
+        },
+        "/api/jobs/{id}/flyer": {
+            "get": {
+                "operationId": "getFlyer",
+                "summary": "The job's PDF, once the job has succeeded",
+                "parameters": [_JOB_ID],
+                "responses": {
+                    "200": {
+                        "description": "the flyer",
+                        "headers": {"Content-Disposition": {
+                            "schema": {"type": "string"}, "description": 'inline; filename="flyer-<id>.pdf"'}},
+                        "content": {"application/pdf": {"schema": {"type": "string", "format": "binary"}}},
+                    },
+                    "404": _error("no such job, or it has not succeeded yet (code flyer_not_ready)"),
+                    "503": _UNAVAILABLE,
+                },
+            },
+        },
+        "/api/stats": {
+            "get": {
+                "operationId": "getStats",
+                "summary": "Jobs per status (a count over the whole table)",
+                "responses": {"200": _data(_ref("Stats"), "the counts"), "503": _UNAVAILABLE},
+            },
+        },
+        "/api/openapi.json": {
+            "get": {
+                "operationId": "getOpenApi",
+                "summary": "This document",
+                "responses": {"200": {"description": "OpenAPI 3.1",
+                                      "content": {"application/json": {"schema": {"type": "object"}}}}},
+            },
+        },
+    },
+    "components": {"schemas": SCHEMAS},
+}
+# Any route may also answer these; the envelope is the same.
+COMMON_ERRORS: dict[str, dict[str, Any]] = {
+    "405": _error("method not allowed (Allow lists the methods)"),
+    "500": _error("an unexpected error; the message is hidden and the error logged"),
+}
+for _item in OPENAPI["paths"].values():
+    for _op in _item.values():
+        for _status, _response in COMMON_ERRORS.items():
+            _op["responses"].setdefault(_status, _response)

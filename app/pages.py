@@ -1,0 +1,35 @@
+"""The web page at / and its static files (app/static: CSS and a little JavaScript, no build step).
+
+The page is one Jinja template: the example listing and the currency list come from pgqw.listing,
+everything else is fetched from the JSON API by app/static/app.js.
+"""
+from __future__ import annotations
+
+from flask import Blueprint, Response, render_template
+
+from pgqw.listing import CURRENCIES
+
+bp = Blueprint("pages", __name__, static_folder="static", static_url_path="/static",
+               template_folder="templates")
+
+EXAMPLE_LISTING = {
+    "title": "3-bedroom apartment in Yaba",
+    "priceMinor": 270000000,
+    "currency": "NGN",
+    "address": "12 Herbert Macaulay Way, Yaba, Lagos",
+    "bedrooms": 3,
+}
+
+# The page loads only its own files and talks only to its own API.
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+
+
+@bp.get("/")
+def index() -> Response:
+    currencies = [{"code": c.code, "symbol": c.symbol, "exponent": c.exponent}
+                  for c in sorted(CURRENCIES.values(), key=lambda c: c.code)]
+    response = Response(render_template("index.html", listing=EXAMPLE_LISTING, currencies=currencies))
+    response.headers["Content-Security-Policy"] = CSP
+    response.headers["Cache-Control"] = "no-cache"
+    return response

@@ -1,0 +1,537 @@
+// The page's behaviour: talks to the JSON API only, writes with textContent only.
+"use strict";
+
+const POLL_MS = 500;
+const REFRESH_MS = 3000;
+const PAGE_SIZE = 15;
+const DEAD_PAGE_SIZE = 10;
+const LISTING_FIELDS = ["title", "priceMinor", "currency", "address", "bedrooms"];
+
+const $ = (selector, root = document) => root.querySelector(selector);
+const $$ = (selector, root = document) => Array.from(root.querySelectorAll(selector));
+
+// ---------- API ----------
+
+class ApiFailure extends Error {
+  constructor(status, error) {
+    super(error && error.message ? error.message : `HTTP ${status}`);
+    this.status = status;
+    this.code = error && error.code;
+    this.details = error && error.details;
+  }
+}
+
+async function api(path, options = {}) {
+  const response = await fetch(path, { headers: { Accept: "application/json" }, ...options });
+  let body = null;
+  try {
+    body = await response.json();
+  } catch (_) {
+    body = null;
+  }
+  if (!response.ok) throw new ApiFailure(response.status, body && body.error);
+  return { status: response.status, data: body ? body.data : null };
+}
+
+// A random UUID; crypto.randomUUID exists only in secure contexts (https, localhost).
+function newKey() {
+  if (window.crypto && typeof crypto.randomUUID === "function") return crypto.randomUUID();
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const h = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+// ---------- formatting ----------
+
+function pad(n) {
+  return String(n).padStart(2, "0");
+}
+
+function formatTime(iso) {
+  if (!iso) return "—";
+  const d = new Date(iso);
+  const today = new Date();
+  const time = `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  if (d.toDateString() === today.toDateString()) return time;
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${time}`;
+}
+
+function timeCell(iso) {
+  const el = document.createElement("time");
+  el.textContent = formatTime(iso);
+  if (iso) {
+    el.dateTime = iso;
+    el.title = iso;
+  }
+  return el;
+}
+
+function shortId(id) {
+  return id.slice(0, 8);
+}
+
+// Mirrors pgqw.listing.format_price: symbol, grouped major units, minor part only when non-zero.
+function formatPrice(minorText, option) {
+  if (!/^\d+$/.test(minorText) || !option) return "";
+  const exponent = Number(option.dataset.exponent);
+  const minor = BigInt(minorText);
+  const base = 10n ** BigInt(exponent);
+  const major = (minor / base).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+  const rest = minor % base;
+  let text = option.dataset.symbol + major;
+  if (rest !== 0n) text += "." + rest.toString().padStart(exponent, "0");
+  return text;
+}
+
+function badge(el, status) {
+  el.textContent = status;
+  el.dataset.status = status;
+  el.className = `badge badge-${status}`;
+}
+
+// ---------- views ----------
+
+const views = ["make", "jobs", "dead"];
+
+function currentView() {
+  const name = location.hash.replace("#", "");
+  return views.includes(name) ? name : "make";
+}
+
+function showView() {
+  const name = currentView();
+  for (const section of $$(".view")) section.hidden = section.dataset.view !== name;
+  for (const tab of $$(".tab")) tab.classList.toggle("active", tab.dataset.tab === name);
+  if (name === "jobs") jobs.load();
+  if (name === "dead") dead.load(null);
+}
+
+// ---------- stats (counts per status) ----------
+
+async function refreshStats() {
+  try {
+    const { data } = await api("/api/stats");
+    for (const el of $$("[data-count]")) {
+      const key = el.dataset.count;
+      el.textContent = String(key === "total" ? data.total : data.counts[key]);
+    }
+    $("#jobs-total").textContent = `${data.total} in all`;
+    const deadCount = $("#nav-dead-count");
+    deadCount.textContent = String(data.counts.dead);
+    deadCount.hidden = data.counts.dead === 0;
+  } catch (_) {
+    // The next refresh tries again.
+  }
+}
+
+// ---------- 1. the form and the live job ----------
+
+const form = {
+  pendingKey: null, // kept when a request got no answer, so sending again cannot make a second job
+  pollTimer: null,
+
+  init() {
+    const f = $("#flyer-form");
+    f.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.submit();
+    });
+    $("#f-priceMinor").addEventListener("input", () => this.preview());
+    $("#f-currency").addEventListener("change", () => this.preview());
+    for (const input of $$("input, select", f)) {
+      input.addEventListener("input", () => {
+        this.pendingKey = null; // a different body needs a different key
+        this.clearFieldError(input.name);
+      });
+    }
+    this.preview();
+  },
+
+  preview() {
+    const select = $("#f-currency");
+    $("#price-preview").textContent = formatPrice(
+      $("#f-priceMinor").value.trim(), select.options[select.selectedIndex]
+    );
+  },
+
+  // Numbers are sent as numbers when they look like whole numbers, otherwise as typed,
+  // so the API (the one validator) can say what is wrong with them.
+  payload() {
+    const value = (name) => $(`#f-${name}`).value;
+    const number = (text) => (/^-?\d+$/.test(text.trim()) ? Number(text.trim()) : text);
+    return {
+      title: value("title"),
+      priceMinor: number(value("priceMinor")),
+      currency: value("currency"),
+      address: value("address"),
+      bedrooms: number(value("bedrooms")),
+    };
+  },
+
+  clearFieldError(name) {
+    const el = $(`#err-${name}`);
+    if (el) {
+      el.hidden = true;
+      el.textContent = "";
+      el.closest(".field").classList.remove("invalid");
+    }
+  },
+
+  showErrors(failure) {
+    const formError = $("#form-error");
+    let placed = 0;
+    for (const d of Array.isArray(failure.details) ? failure.details : []) {
+      const name = d.field.replace(/^payload\./, "");
+      const el = $(`#err-${name}`);
+      if (el && LISTING_FIELDS.includes(name)) {
+        el.textContent = `${name === "priceMinor" ? "Price" : name[0].toUpperCase() + name.slice(1)} ${d.problem}.`;
+        el.hidden = false;
+        el.closest(".field").classList.add("invalid");
+        placed += 1;
+      }
+    }
+    if (!placed) {
+      formError.textContent = failure.message;
+      formError.hidden = false;
+    }
+  },
+
+  async submit() {
+    const button = $("#submit");
+    for (const name of LISTING_FIELDS) this.clearFieldError(name);
+    $("#form-error").hidden = true;
+    button.disabled = true;
+    button.textContent = "Sending…";
+    this.pendingKey = this.pendingKey || newKey();
+    try {
+      const { data } = await api("/api/jobs", {
+        method: "POST",
+        headers: { "Content-Type": "application/json", Accept: "application/json", "Idempotency-Key": this.pendingKey },
+        body: JSON.stringify({ type: "listing_flyer", payload: this.payload() }),
+      });
+      this.pendingKey = null;
+      this.follow(data);
+    } catch (failure) {
+      if (failure instanceof ApiFailure) {
+        this.pendingKey = null;
+        this.showErrors(failure);
+      } else {
+        const formError = $("#form-error");
+        formError.textContent = "The server did not answer. Press the button again to resend the same request.";
+        formError.hidden = false;
+      }
+    } finally {
+      button.disabled = false;
+      button.textContent = "Make the flyer";
+    }
+  },
+
+  follow(job) {
+    clearTimeout(this.pollTimer);
+    $("#job-card").classList.remove("is-empty");
+    $("#job-empty").hidden = true;
+    $("#job-body").hidden = false;
+    this.render(job);
+    this.poll(job.id);
+  },
+
+  poll(id) {
+    this.pollTimer = setTimeout(async () => {
+      try {
+        const { data } = await api(`/api/jobs/${id}`);
+        this.render(data);
+        if (data.status === "succeeded" || data.status === "dead") return;
+      } catch (_) {
+        // Keep following; the server may be restarting.
+      }
+      this.poll(id);
+    }, POLL_MS);
+  },
+
+  render(job) {
+    badge($("#job-status"), job.status);
+    $("#job-id").textContent = job.id;
+    $("#job-attempts").textContent = `${job.attempts} of ${job.maxAttempts}`;
+    $("#job-created").replaceChildren(timeCell(job.createdAt));
+    // Facts with nothing to say yet are hidden rather than shown as a dash.
+    const fact = (name, value, render) => {
+      $(`#fact-${name}`).hidden = !value;
+      if (value) render(value);
+    };
+    fact("started", job.startedAt, (v) => $("#job-started").replaceChildren(timeCell(v)));
+    fact("finished", job.finishedAt, (v) => $("#job-finished").replaceChildren(timeCell(v)));
+    fact("next", job.nextAttemptAt, (v) => $("#job-next").replaceChildren(timeCell(v)));
+    fact("worker", job.lockedBy, (v) => ($("#job-worker").textContent = v));
+    fact("error", job.lastError, (v) => ($("#job-error").textContent = v));
+    const order = ["pending", "processing", "succeeded"];
+    const at = job.status === "failed" ? 0 : order.indexOf(job.status);
+    for (const li of $$("#job-steps li")) {
+      const i = order.indexOf(li.dataset.step);
+      li.classList.toggle("done", at > i || job.status === "succeeded");
+      li.classList.toggle("current", at === i && job.status !== "succeeded");
+    }
+    const link = $("#pdf-link");
+    link.hidden = !job.resultUrl;
+    if (job.resultUrl) link.href = job.resultUrl;
+    const notes = {
+      pending: "Waiting for a worker…",
+      processing: "A worker is rendering the PDF…",
+      failed: "That attempt failed; it will be retried automatically.",
+      dead: "The job failed for good. See Dead letters to retry it.",
+      succeeded: "Done. The PDF is ready.",
+    };
+    $("#job-note").textContent = notes[job.status] || "";
+  },
+};
+
+// ---------- 2. jobs table ----------
+
+const jobs = {
+  status: "",
+  cursors: [null], // the cursor of each page seen; the last one is the page shown
+  next: null,
+  timer: null,
+
+  init() {
+    for (const chip of $$("#status-filter .chip")) {
+      chip.addEventListener("click", () => {
+        this.status = chip.dataset.status;
+        this.cursors = [null];
+        this.load();
+      });
+    }
+    $("#page-first").addEventListener("click", () => {
+      this.cursors = [null];
+      this.load();
+    });
+    $("#page-next").addEventListener("click", () => {
+      if (!this.next) return;
+      this.cursors.push(this.next);
+      this.load();
+    });
+  },
+
+  async load() {
+    clearTimeout(this.timer);
+    for (const chip of $$("#status-filter .chip")) chip.classList.toggle("active", chip.dataset.status === this.status);
+    const params = new URLSearchParams({ limit: String(PAGE_SIZE) });
+    if (this.status) params.set("status", this.status);
+    const cursor = this.cursors[this.cursors.length - 1];
+    if (cursor) params.set("cursor", cursor);
+    try {
+      const [{ data }] = await Promise.all([api(`/api/jobs?${params}`), refreshStats()]);
+      this.render(data);
+    } catch (_) {
+      // shown as stale; the next refresh tries again
+    }
+    if (currentView() === "jobs") this.timer = setTimeout(() => this.load(), REFRESH_MS);
+  },
+
+  render(page) {
+    this.next = page.nextCursor;
+    const rows = page.jobs.map((job) => {
+      const tr = document.createElement("tr");
+      tr.dataset.jobId = job.id;
+      tr.dataset.testid = "job-row";
+      const created = document.createElement("td");
+      created.append(timeCell(job.createdAt));
+      const listing = document.createElement("td");
+      const title = document.createElement("div");
+      title.className = "cell-title";
+      title.textContent = (job.payload && job.payload.title) || job.type;
+      const id = document.createElement("code");
+      id.className = "muted small";
+      id.textContent = shortId(job.id);
+      id.title = job.id;
+      listing.append(title, id);
+      const status = document.createElement("td");
+      const b = document.createElement("span");
+      badge(b, job.status);
+      status.append(b);
+      const attempts = document.createElement("td");
+      attempts.className = "num";
+      attempts.textContent = `${job.attempts} / ${job.maxAttempts}`;
+      const error = document.createElement("td");
+      error.className = "error-text clamp";
+      error.textContent = job.lastError || "";
+      error.title = job.lastError || "";
+      const flyer = document.createElement("td");
+      if (job.resultUrl) {
+        const a = document.createElement("a");
+        a.href = job.resultUrl;
+        a.target = "_blank";
+        a.rel = "noopener";
+        a.textContent = "PDF";
+        flyer.append(a);
+      }
+      tr.append(created, listing, status, attempts, error, flyer);
+      return tr;
+    });
+    $("#jobs-rows").replaceChildren(...rows);
+    $("#jobs-empty").hidden = rows.length > 0;
+    $("#page-label").textContent = `Page ${this.cursors.length}`;
+    $("#page-first").disabled = this.cursors.length === 1;
+    $("#page-next").disabled = !this.next;
+  },
+};
+
+// ---------- 3. dead letters ----------
+
+const dead = {
+  cursors: [null],
+  next: null,
+
+  init() {
+    $("#dead-refresh").addEventListener("click", () => this.load(null));
+    $("#dead-first").addEventListener("click", () => this.load(null));
+    $("#dead-next").addEventListener("click", () => {
+      if (this.next) {
+        this.cursors.push(this.next);
+        this.show();
+      }
+    });
+  },
+
+  load(cursor) {
+    this.cursors = [cursor];
+    return this.show();
+  },
+
+  async show() {
+    const params = new URLSearchParams({ status: "dead", limit: String(DEAD_PAGE_SIZE) });
+    const cursor = this.cursors[this.cursors.length - 1];
+    if (cursor) params.set("cursor", cursor);
+    refreshStats();
+    let page;
+    try {
+      ({ data: page } = await api(`/api/jobs?${params}`));
+    } catch (failure) {
+      $("#dead-empty").textContent = `Could not load the dead jobs: ${failure.message}`;
+      $("#dead-empty").hidden = false;
+      return;
+    }
+    this.next = page.nextCursor;
+    const cards = await Promise.all(page.jobs.map((job) => this.card(job)));
+    $("#dead-list").replaceChildren(...cards);
+    $("#dead-empty").textContent = "No dead jobs. Every job either succeeded or still has attempts left.";
+    $("#dead-empty").hidden = cards.length > 0;
+    $("#dead-pager").hidden = !this.next && this.cursors.length === 1;
+    $("#dead-next").disabled = !this.next;
+    $("#dead-first").disabled = this.cursors.length === 1;
+  },
+
+  async card(job) {
+    const node = $("#dead-card-template").content.firstElementChild.cloneNode(true);
+    const slot = (name) => $(`[data-slot="${name}"]`, node);
+    node.dataset.jobId = job.id;
+    slot("title").textContent = (job.payload && job.payload.title) || job.type;
+    slot("id").textContent = job.id;
+    slot("created").replaceChildren(timeCell(job.createdAt));
+    slot("lastError").textContent = job.lastError || "—";
+    slot("payload").textContent = JSON.stringify(job.payload, null, 2);
+    badge(slot("status"), job.status);
+    slot("retry").addEventListener("click", () => this.retry(node, job.id));
+    try {
+      const { data: attempts } = await api(`/api/jobs/${job.id}/attempts`);
+      slot("attempts").replaceChildren(...attempts.map(attemptRow));
+    } catch (failure) {
+      const tr = document.createElement("tr");
+      const td = document.createElement("td");
+      td.colSpan = 6;
+      td.textContent = `Could not load the attempts: ${failure.message}`;
+      tr.append(td);
+      slot("attempts").replaceChildren(tr);
+    }
+    return node;
+  },
+
+  async retry(node, id) {
+    const button = $('[data-slot="retry"]', node);
+    const note = $('[data-slot="note"]', node);
+    button.disabled = true;
+    button.textContent = "Retrying…";
+    try {
+      const { data } = await api(`/api/jobs/${id}/retry`, { method: "POST" });
+      badge($('[data-slot="status"]', node), data.status);
+      node.classList.add("retried");
+      button.textContent = "Retried";
+      note.textContent = `Back to ${data.status} with ${data.maxAttempts - data.attempts} more attempts. Following it…`;
+      note.hidden = false;
+      refreshStats();
+      this.follow(node, id, 0);
+    } catch (failure) {
+      button.disabled = false;
+      button.textContent = "Retry";
+      note.textContent = failure.message || "The retry did not go through.";
+      note.classList.add("error-text");
+      note.hidden = false;
+    }
+  },
+
+  // Shows the retried job's status as it moves on: pending → processing → succeeded (or dead).
+  follow(node, id, polls) {
+    if (polls > 120 || !node.isConnected) return;
+    setTimeout(async () => {
+      try {
+        const { data } = await api(`/api/jobs/${id}`);
+        badge($('[data-slot="status"]', node), data.status);
+        const note = $('[data-slot="note"]', node);
+        if (data.status === "succeeded") {
+          note.textContent = "Succeeded on retry. ";
+          const a = document.createElement("a");
+          a.href = data.resultUrl;
+          a.target = "_blank";
+          a.rel = "noopener";
+          a.textContent = "Open the PDF";
+          note.append(a);
+          return;
+        }
+        if (data.status === "dead") {
+          note.textContent = `Dead again: ${data.lastError}`;
+          return;
+        }
+        note.textContent = `Now ${data.status}: ${data.attempts} of ${data.maxAttempts} attempts used.`;
+      } catch (_) {
+        // try again
+      }
+      this.follow(node, id, polls + 1);
+    }, POLL_MS);
+  },
+};
+
+function attemptRow(a) {
+  const tr = document.createElement("tr");
+  const cell = (content, className) => {
+    const td = document.createElement("td");
+    if (className) td.className = className;
+    td.append(content);
+    return td;
+  };
+  const outcome = document.createElement("span");
+  badge(outcome, a.outcome || "running");
+  tr.append(
+    cell(String(a.attempt), "num"),
+    cell(a.workerId, "nowrap mono"),
+    cell(timeCell(a.startedAt), "nowrap"),
+    cell(timeCell(a.finishedAt), "nowrap"),
+    cell(outcome),
+    cell(a.error || "", "error-text")
+  );
+  return tr;
+}
+
+// ---------- start ----------
+
+document.addEventListener("DOMContentLoaded", () => {
+  form.init();
+  jobs.init();
+  dead.init();
+  window.addEventListener("hashchange", showView);
+  showView();
+  refreshStats();
+  setInterval(() => {
+    if (!document.hidden) refreshStats();
+  }, REFRESH_MS);
+});

@@ -1,0 +1,188 @@
+"""The page in a real browser: Debian's Chromium driven by Playwright, against `pgqw api` and a real
+`pgqw worker` (both subprocesses) on this test's database.
+
+  1. the form: a bad field is named; the example listing goes through; the status updates live
+     until "succeeded"; the PDF link answers application/pdf
+  2. the jobs table: counts per status, the status filter, keyset pages (next, first)
+  3. the dead-letter view: a job forced dead by the real stored functions shows its payload, last
+     error and every attempt; Retry moves it back to pending, and the worker then runs it
+
+PGQW_UPDATE_SCREENSHOTS=1 also writes docs/images/page-form.png and docs/images/page-dead-letter.png.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import psycopg
+import pytest
+
+from pgqw import db
+from tests.api.live import ROOT, Process, run_worker, serve_api
+from tests.helpers import LISTING
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+WORKER_ENV = {"SIM_MIN_LATENCY_MS": "100", "SIM_MAX_LATENCY_MS": "200", "SIM_FAILURE_RATE": "0",
+              "WORKER_QUEUES": "default", "POLL_INTERVAL_MS": "200"}
+DOCS_IMAGES = ROOT / "docs" / "images"
+TIMEOUT_MS = 30_000
+
+
+def force_dead(conn: psycopg.Connection, title: str, errors: tuple[str, ...]) -> db.Job:
+    """A job killed by the real stored functions: each error one attempt by its own worker, the last
+    one not retryable. Done before the worker starts, which would otherwise claim the job first."""
+    job = db.enqueue_job(conn, type="listing_flyer", payload={**LISTING, "title": title},
+                         idempotency_key=f"dead-{uuid.uuid4()}", max_attempts=len(errors))
+    for n, error in enumerate(errors, start=1):
+        claimed = db.claim_job(conn, worker_id=f"render-worker-{n}", queues=["default"])
+        assert claimed is not None and claimed.id == job.id
+        job = db.mark_failed(conn, job_id=job.id, worker_id=f"render-worker-{n}", attempt=claimed.attempts,
+                             error=error, retryable=n < len(errors), base_ms=0, max_jitter_ms=0)
+    assert job.status == "dead"
+    return job
+
+
+@pytest.fixture
+def system(db_url: str, conn: psycopg.Connection, request: pytest.FixtureRequest) -> Iterator[tuple[str, Process]]:
+    with serve_api(db_url) as url, run_worker(db_url, WORKER_ENV) as worker:
+        worker.wait_for(r"worker started")
+        try:
+            yield url, worker
+        finally:
+            report = getattr(request.node, "rep_call", None)
+            if report is not None and report.failed:
+                print(f"----- worker log -----\n{worker.output()[-6000:]}")
+
+
+@pytest.fixture
+def browser_page(tmp_path: Path) -> Iterator:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": 860})
+            page = context.new_page()
+            page.set_default_timeout(TIMEOUT_MS)
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            yield page
+            assert errors == [], f"JavaScript errors on the page: {errors}"
+        finally:
+            browser.close()
+
+
+def screenshot(page, tmp_path: Path, name: str) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / name
+    page.screenshot(path=str(path), full_page=True)
+    if os.environ.get("PGQW_UPDATE_SCREENSHOTS") == "1":
+        DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, DOCS_IMAGES / name)
+
+
+def test_browser_form_jobs_table_and_dead_letter_retry(
+    db_url: str, conn: psycopg.Connection, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    dead = force_dead(conn, "Duplex with BQ in Lekki Phase 1",
+                      ("renderer timed out after 30 s", "font cache locked by another process",
+                       "listing photo could not be fetched (HTTP 404)"))
+    # Filler jobs on a queue the worker does not serve: they stay pending, so the table has two pages.
+    for n in range(16):
+        db.enqueue_job(conn, type="listing_flyer", payload={**LISTING, "title": f"Filler listing {n + 1}"},
+                       idempotency_key=f"filler-{n}", queue="filler")
+
+    url, _worker = request.getfixturevalue("system")
+    page = request.getfixturevalue("browser_page")
+    page.goto(url + "/")
+
+    # 1. The form. A bad field first: the API names it, the page shows it next to the field.
+    expect(page.get_by_test_id("input-title")).to_have_value("3-bedroom apartment in Yaba")
+    expect(page.get_by_test_id("price-preview")).to_have_text("₦2,700,000")
+    page.get_by_test_id("input-title").fill("")
+    page.get_by_test_id("input-priceMinor").fill("-5")
+    page.get_by_test_id("submit").click()
+    expect(page.get_by_test_id("error-title")).to_have_text("Title must not be blank.")
+    expect(page.get_by_test_id("error-priceMinor")).to_have_text("Price must not be negative.")
+    expect(page.get_by_test_id("error-address")).to_be_hidden()
+
+    page.get_by_test_id("input-title").fill("3-bedroom apartment in Yaba")
+    page.get_by_test_id("input-priceMinor").fill("270000000")
+    page.get_by_test_id("submit").click()
+    expect(page.get_by_test_id("error-title")).to_be_hidden()
+    status = page.get_by_test_id("job-status")
+    expect(status).to_have_text(re.compile("pending|processing|succeeded"))
+    expect(status).to_have_text("succeeded")
+    link = page.get_by_test_id("pdf-link")
+    expect(link).to_be_visible()
+    job_id = page.get_by_test_id("job-id").inner_text()
+    assert link.get_attribute("href") == f"/api/jobs/{job_id}/flyer"
+    screenshot(page, tmp_path, "page-form.png")
+
+    with page.context.expect_event("response", lambda r: r.url.endswith("/flyer")) as opened:
+        link.click()
+    response = opened.value
+    assert response.status == 200
+    assert response.headers["content-type"] == "application/pdf"
+    assert response.headers["content-disposition"] == f'inline; filename="flyer-{job_id}.pdf"'
+    pdf = page.request.get(f"{url}/api/jobs/{job_id}/flyer")
+    assert pdf.body().startswith(b"%PDF-")
+    for extra in page.context.pages[1:]:
+        extra.close()
+
+    # 2. The jobs table: counts per status, the filter, and keyset pages.
+    page.get_by_test_id("nav-jobs").click()
+    expect(page.get_by_test_id("count-dead")).to_have_text("1")
+    expect(page.get_by_test_id("count-pending")).to_have_text("16")
+    expect(page.get_by_test_id("count-succeeded")).to_have_text("1")
+    page.get_by_test_id("filter-pending").click()
+    rows = page.locator('[data-testid="jobs-table"] tbody tr')
+    expect(rows).to_have_count(15)
+    expect(page.get_by_test_id("page-next")).to_be_enabled()
+    page.get_by_test_id("page-next").click()
+    expect(page.get_by_test_id("page-label")).to_have_text("Page 2")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("Filler listing 1")  # the oldest, last of newest-first
+    expect(page.get_by_test_id("page-next")).to_be_disabled()
+    page.get_by_test_id("page-first").click()
+    expect(page.get_by_test_id("page-label")).to_have_text("Page 1")
+    expect(rows.first).to_contain_text("Filler listing 16")
+    page.get_by_test_id("filter-dead").click()
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("Duplex with BQ in Lekki Phase 1")
+
+    # 3. The dead-letter view: payload, last error, every attempt; then Retry.
+    page.get_by_test_id("nav-dead").click()
+    card = page.locator(f'[data-testid="dead-job"][data-job-id="{dead.id}"]')
+    expect(card).to_be_visible()
+    expect(card.get_by_test_id("dead-job-status")).to_have_text("dead")
+    expect(card.get_by_test_id("dead-last-error")).to_have_text("listing photo could not be fetched (HTTP 404)")
+    expect(card.get_by_test_id("dead-payload")).to_contain_text('"title": "Duplex with BQ in Lekki Phase 1"')
+    attempts = card.locator('[data-testid="attempts-table"] tbody tr')
+    expect(attempts).to_have_count(3)
+    expect(attempts.nth(0)).to_contain_text("render-worker-1")
+    expect(attempts.nth(0)).to_contain_text("renderer timed out after 30 s")
+    expect(attempts.nth(2)).to_contain_text("failed")
+    expect(page.get_by_test_id("nav-dead-count")).to_have_text("1")
+    screenshot(page, tmp_path, "page-dead-letter.png")
+
+    card.get_by_test_id("retry").click()
+    expect(card.get_by_test_id("dead-job-status")).to_have_text(re.compile("pending|processing|succeeded"))
+    expect(card.get_by_test_id("retry-note")).to_contain_text(re.compile("Back to pending|Now|Succeeded"))
+    assert db.get_job(conn, job_id=dead.id).status in ("pending", "processing", "succeeded")
+    # The worker takes it from there (failure rate 0): it succeeds, and the card says so.
+    expect(card.get_by_test_id("dead-job-status")).to_have_text("succeeded")
+    expect(card.get_by_test_id("retry-note")).to_contain_text("Succeeded on retry")
+    attempts_after = db.get_attempts(conn, job_id=dead.id)
+    assert [a.outcome for a in attempts_after] == ["failed", "failed", "failed", "succeeded"]

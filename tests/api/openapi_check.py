@@ -1,0 +1,54 @@
+"""Checks a real response against app/openapi.py: its status is documented for that route and method,
+its content type is documented for that status, and its JSON validates against the schema there."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from flask import Flask
+from jsonschema import Draft202012Validator, FormatChecker
+from werkzeug.exceptions import HTTPException
+from werkzeug.routing import RequestRedirect
+
+from app.openapi import OPENAPI
+
+_FORMATS = FormatChecker()
+
+
+@_FORMATS.checks("date-time", raises=ValueError)
+def _utc_with_z(value: object) -> bool:
+    # What the API promises: ISO 8601, UTC, milliseconds, Z.
+    return not isinstance(value, str) or bool(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", value))
+
+
+def openapi_path(rule: str) -> str:
+    """/api/jobs/<job_id>/flyer → /api/jobs/{id}/flyer"""
+    return re.sub(r"<(?:[^:>]+:)?[^>]+>", "{id}", rule)
+
+
+def validate(instance: Any, schema: dict[str, Any]) -> None:
+    """Validates against a schema from the document; its $refs resolve within the document."""
+    Draft202012Validator({**schema, "components": OPENAPI["components"]}, format_checker=_FORMATS).validate(instance)
+
+
+def check_response(app: Flask, method: str, path: str, status: int, mimetype: str, body: Any) -> None:
+    adapter = app.url_map.bind("localhost")
+    try:
+        rule, _ = adapter.match(path, method=method, return_rule=True)
+    except RequestRedirect:
+        return
+    except HTTPException:
+        rule = None  # unknown route or method: the common error envelope
+    if rule is None or not rule.rule.startswith("/api/"):
+        if status >= 400:
+            assert mimetype == "application/json", (method, path, status, mimetype)
+            validate(body, {"$ref": "#/components/schemas/ErrorEnvelope"})
+        return
+    item = OPENAPI["paths"][openapi_path(rule.rule)]
+    operation = item["get" if method == "HEAD" else method.lower()]
+    responses = operation["responses"]
+    assert str(status) in responses, f"{method} {path} answered {status}, not documented in {sorted(responses)}"
+    content = responses[str(status)]["content"]
+    assert mimetype in content, f"{method} {path} {status} answered {mimetype}, documented {list(content)}"
+    if mimetype == "application/json" and method != "HEAD":
+        validate(body, content[mimetype]["schema"])

@@ -1,0 +1,43 @@
+"""The page at / and its static files."""
+from __future__ import annotations
+
+import re
+
+from flask.testing import FlaskClient
+
+from pgqw.listing import CURRENCIES
+
+
+def test_page_has_the_form_prefilled_with_the_example_listing(shared_client: FlaskClient) -> None:
+    r = shared_client.get("/")
+    assert r.status_code == 200 and r.mimetype == "text/html"
+    html = r.get_data(as_text=True)
+    for value in ('value="3-bedroom apartment in Yaba"', 'value="270000000"',
+                  'value="12 Herbert Macaulay Way, Yaba, Lagos"', 'value="3"'):
+        assert value in html
+    assert re.search(r'<option value="NGN" data-symbol="₦" data-exponent="2"\s+selected>', html)
+    for code in CURRENCIES:
+        assert f'<option value="{code}"' in html
+
+
+def test_page_has_the_three_views(shared_client: FlaskClient) -> None:
+    html = shared_client.get("/").get_data(as_text=True)
+    for testid in ("flyer-form", "job-status", "pdf-link", "jobs-table", "status-filter", "page-next",
+                   "page-first", "dead-list", "nav-dead"):
+        assert f'data-testid="{testid}"' in html
+
+
+def test_page_only_loads_its_own_files(shared_client: FlaskClient) -> None:
+    r = shared_client.get("/")
+    csp = r.headers["Content-Security-Policy"]
+    assert "default-src 'self'" in csp and "script-src 'self'" in csp
+    html = r.get_data(as_text=True)
+    assert "<script>" not in html and "style=" not in html and "http://" not in html and "https://" not in html
+
+
+def test_static_files_are_served_with_their_types(shared_client: FlaskClient) -> None:
+    css = shared_client.get("/static/style.css")
+    js = shared_client.get("/static/app.js")
+    assert css.status_code == 200 and css.mimetype == "text/css"
+    assert js.status_code == 200 and js.mimetype in ("text/javascript", "application/javascript")
+    assert b"innerHTML" not in js.data  # everything is written with textContent
