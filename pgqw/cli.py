@@ -12,11 +12,8 @@ import psycopg
 
 from . import config
 from .config import ConfigError
+from .errors import UsageError
 from .migrate import MigrationError
-
-
-class UsageError(RuntimeError):
-    """A command was asked for something it cannot do; the message says what."""
 
 
 def _positive(text: str) -> int:

@@ -482,3 +482,24 @@ def jobs_per_key(conn: psycopg.Connection, *, keys: Sequence[str]) -> dict[str, 
         " group by k", {"keys": list(keys)},
     ).fetchall()
     return {k: int(n) for k, n in found}
+
+
+@dataclass
+class QueueSettings:
+    id: bool
+    max_attempts: int
+    backoff_base_ms: int
+    backoff_max_jitter_ms: int
+    backoff_max_delay_ms: int
+    lease_ms: int
+    retry_extra_attempts: int
+    max_payload_bytes: int
+
+
+def get_queue_settings(conn: psycopg.Connection) -> QueueSettings:
+    """The queue_settings row: what every function uses when its argument is left out."""
+    with conn.cursor(row_factory=class_row(QueueSettings)) as cur:
+        cur.execute("select * from queue_settings")
+        row = cur.fetchone()
+    assert row is not None
+    return row

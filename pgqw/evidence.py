@@ -16,7 +16,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from . import config
-from .cli import UsageError
+from .errors import UsageError
 from .config import ROOT
 from .embedded import database_url
 from .migrate import migrate

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 import psycopg
 
 from . import config, db
-from .cli import UsageError
+from .errors import UsageError
 from .embedded import database_url
 from .tables import format_table
 

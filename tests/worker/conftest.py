@@ -1,0 +1,150 @@
+"""Real worker processes for the worker tests: started with `python -m pgqw.cli worker`, their
+output captured to a file each, always stopped at the end of the test, their logs printed at
+teardown (pytest shows them only when the test failed)."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Iterator, TypeVar
+
+import psycopg
+import pytest
+
+from pgqw.config import ROOT
+
+T = TypeVar("T")
+
+# Settings a worker must not inherit from the environment running the tests.
+SETTINGS_ENV = (
+    "DATABASE_URL", "PGQW_DATA_DIR", "MAX_ATTEMPTS", "RETRY_BASE_DELAY_MS", "RETRY_MAX_JITTER_MS",
+    "RETRY_MAX_DELAY_MS", "STUCK_JOB_TIMEOUT_MS", "WORKER_ID", "WORKER_CONCURRENCY", "POLL_INTERVAL_MS",
+    "SWEEP_INTERVAL_MS", "HEARTBEAT_INTERVAL_MS", "SHUTDOWN_GRACE_MS", "WORKER_LISTEN", "WORKER_QUEUES",
+    "WORKER_BATCH_CLAIM", "SIM_MIN_LATENCY_MS", "SIM_MAX_LATENCY_MS", "SIM_FAILURE_RATE", "PUBLIC_URL",
+    "PORT", "PGQW_BENCH_NOOP",
+)
+
+# Fast defaults: short work, short leases, frequent sweeps and polls, quick retries.
+FAST = {
+    "SIM_MIN_LATENCY_MS": "50",
+    "SIM_MAX_LATENCY_MS": "150",
+    "SIM_FAILURE_RATE": "0",
+    "STUCK_JOB_TIMEOUT_MS": "2000",
+    "RETRY_BASE_DELAY_MS": "50",
+    "RETRY_MAX_JITTER_MS": "0",
+    "POLL_INTERVAL_MS": "300",
+    "SWEEP_INTERVAL_MS": "300",
+    "SHUTDOWN_GRACE_MS": "3000",
+}
+
+
+def wait_for(what: str | Callable[[], str], check: Callable[[], T], timeout: float = 10.0,
+             every: float = 0.05) -> T:
+    """Polls check() until it returns something truthy; fails the test after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.1f}s waiting for {what() if callable(what) else what}")
+        time.sleep(every)
+
+
+class WorkerProcess:
+    def __init__(self, worker_id: str, db_url: str, log_path: Path, env: dict[str, str],
+                 args: list[str]) -> None:
+        self.worker_id = worker_id
+        self.log_path = log_path
+        full_env = {k: v for k, v in os.environ.items() if k not in SETTINGS_ENV}
+        full_env.update(FAST)
+        full_env.update(env)
+        full_env.update({"DATABASE_URL": db_url, "PYTHONUNBUFFERED": "1"})
+        self._log = open(log_path, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pgqw.cli", "worker", "--id", worker_id, *args],
+            env=full_env, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def lines(self, event: str) -> list[str]:
+        """Log lines of one event, e.g. lines("start")."""
+        pattern = re.compile(r"^\S+Z \[" + re.escape(self.worker_id) + r"\] " + re.escape(event) + r"(?=\s|$)")
+        return [line for line in self.text().splitlines() if pattern.match(line)]
+
+    def wait_log(self, event: str, count: int = 1, timeout: float = 10.0) -> list[str]:
+        def seen() -> list[str] | None:
+            if self.proc.poll() is not None and len(self.lines(event)) < count:
+                pytest.fail(f"worker {self.worker_id} exited with {self.proc.returncode} before logging "
+                            f"{count} {event!r} line(s)")
+            found = self.lines(event)
+            return found if len(found) >= count else None
+
+        return wait_for(f"{count} {event!r} line(s) from {self.worker_id}", seen, timeout)
+
+    def started(self, timeout: float = 15.0) -> "WorkerProcess":
+        self.wait_log("worker started:", timeout=timeout)
+        return self
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def signal(self, sig: int) -> None:
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        self._log.close()
+
+
+@pytest.fixture
+def start_worker(db_url: str, tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
+    """start_worker("w1", concurrency=3, env={...}) → a started WorkerProcess (it logged its start line)."""
+    started: list[WorkerProcess] = []
+
+    def start(worker_id: str, *, concurrency: int | None = None, env: dict[str, str] | None = None,
+              wait: bool = True) -> WorkerProcess:
+        args = ["--concurrency", str(concurrency)] if concurrency else []
+        proc = WorkerProcess(worker_id, db_url, tmp_path / f"{worker_id}.log", env or {}, args)
+        started.append(proc)
+        return proc.started() if wait else proc
+
+    yield start
+    for proc in started:
+        proc.close()
+    for proc in started:
+        print(f"----- log of worker {proc.worker_id} (exit {proc.proc.returncode}) -----")
+        print(proc.text())
+
+
+def statuses(conn: psycopg.Connection, ids: list) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for row in conn.execute("select status from jobs where id = any(%s)", [ids]).fetchall():
+        found[row[0]] = found.get(row[0], 0) + 1
+    return found
+
+
+@pytest.fixture
+def until_all(conn: psycopg.Connection) -> Callable[..., None]:
+    """until_all(ids, "succeeded", timeout=10): waits until every job has that status."""
+
+    def until(ids: list, status: str, timeout: float = 15.0) -> None:
+        wait_for(lambda: f"{len(ids)} job(s) {status} (now {statuses(conn, ids)})",
+                 lambda: statuses(conn, ids).get(status, 0) == len(ids), timeout)
+
+    return until

@@ -1,0 +1,199 @@
+"""The worker at work: real worker processes against a real database, one fresh database per test."""
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import defaultdict
+
+import psycopg
+from pypdf import PdfReader
+
+from pgqw import db
+from pgqw.config import ROOT
+from tests.helpers import LISTING, enqueue, job_row, rows
+from tests.worker.conftest import SETTINGS_ENV
+
+RUNNING = re.compile(r"\(running (\d+)/(\d+), peak (\d+)\)")
+
+
+def attempt_peaks(conn: psycopg.Connection) -> dict[str, int]:
+    """Most attempts open at once per worker, from job_attempts' own timestamps: a sweep over the
+    [started_at, finished_at] intervals where a finish at the same instant as a start comes first."""
+    events: dict[str, list[tuple[object, int]]] = defaultdict(list)
+    for a in rows(conn, "select worker_id, started_at, finished_at from job_attempts"):
+        assert a["finished_at"] is not None, a
+        events[a["worker_id"]] += [(a["started_at"], 1), (a["finished_at"], -1)]
+    peaks = {}
+    for worker, found in events.items():
+        now = peak = 0
+        for _, delta in sorted(found, key=lambda e: (e[0], e[1])):
+            now += delta
+            peak = max(peak, now)
+        peaks[worker] = peak
+    return peaks
+
+
+def test_attempt_peaks_counts_overlap_only(conn: psycopg.Connection) -> None:
+    # The measuring stick itself: two overlapping attempts count 2; back to back count 1.
+    for n, (start, end) in enumerate([("10:00", "10:02"), ("10:01", "10:03"), ("10:03", "10:04")]):
+        job = enqueue(conn)
+        conn.execute(
+            "insert into job_attempts values (%s, 1, 'w', %s::timestamptz, %s::timestamptz, 'succeeded', null)",
+            [job.id, f"2025-01-01 {start}", f"2025-01-01 {end}"],
+        )
+    assert attempt_peaks(conn) == {"w": 2}
+
+
+def test_worker_cap_holds_under_burst_of_50(conn, start_worker, until_all) -> None:
+    five = start_worker("cap-five", concurrency=5)
+    three = start_worker("cap-three", concurrency=3)
+    ids = [enqueue(conn).id for _ in range(50)]
+    until_all(ids, "succeeded", timeout=30)
+
+    # The database's own record: the most attempts open at once per worker is exactly its cap.
+    assert attempt_peaks(conn) == {"cap-five": 5, "cap-three": 3}
+    assert rows(conn, "select count(*) as n, max(attempts) as most from jobs")[0] == {"n": 50, "most": 1}
+    # The worker's log agrees: running never above the cap, peak reached the cap.
+    for worker, cap in ((five, 5), (three, 3)):
+        counts = [tuple(map(int, RUNNING.search(line).groups())) for line in worker.lines("start")]
+        assert counts, worker.text()
+        assert all(running <= cap and total == cap and peak <= cap for running, total, peak in counts)
+        assert max(peak for _, _, peak in counts) == cap
+    assert len(five.lines("start")) + len(three.lines("start")) == 50
+    assert len(five.lines("success")) + len(three.lines("success")) == 50
+
+
+def test_worker_one_at_a_time_claims_hold_the_cap_too(conn, start_worker, until_all) -> None:
+    worker = start_worker("single", concurrency=3, env={"WORKER_BATCH_CLAIM": "0"})
+    assert "batch claim off" in worker.lines("worker started:")[0]
+    ids = [enqueue(conn).id for _ in range(15)]
+    until_all(ids, "succeeded", timeout=20)
+    assert attempt_peaks(conn) == {"single": 3}
+    assert max(int(RUNNING.search(line).group(1)) for line in worker.lines("start")) == 3
+
+
+def test_worker_flyer_pdf_has_title_price_and_address(conn, start_worker, until_all) -> None:
+    start_worker("pdf", env={"PUBLIC_URL": "https://flyers.example"})
+    job = enqueue(conn)
+    until_all([job.id], "succeeded")
+    pdf = db.get_flyer(conn, job_id=job.id)
+    assert pdf is not None and pdf.startswith(b"%PDF-")
+    reader = PdfReader(io.BytesIO(pdf))
+    assert len(reader.pages) == 1
+    text = " ".join(" ".join(page.extract_text() for page in reader.pages).split())
+    assert LISTING["title"] in text
+    assert "₦2,700,000" in text
+    assert LISTING["address"] in text
+    assert "3 bedrooms" in text
+    assert f"https://flyers.example/api/jobs/{job.id}/flyer" in text
+
+
+def test_worker_unknown_job_type_goes_dead_without_retries(conn, start_worker, until_all) -> None:
+    worker = start_worker("unknown", concurrency=1)
+    bad = enqueue(conn, type="no_such_type", payload={"x": 1})
+    good = enqueue(conn)
+    until_all([bad.id], "dead")
+    until_all([good.id], "succeeded")  # claimed after the bad one: the worker carried on
+
+    row = job_row(conn, bad.id)
+    assert (row["attempts"], row["max_attempts"]) == (1, 5)
+    assert "unknown job type 'no_such_type'" in row["last_error"]
+    assert [(a.attempt, a.outcome) for a in db.get_attempts(conn, job_id=bad.id)] == [(1, "failed")]
+    assert worker.alive()
+    [line] = worker.lines("dead")
+    assert str(bad.id)[:8] in line and "permanent error, not retried" in line
+
+
+def test_worker_invalid_payload_goes_dead_at_once(conn, start_worker, until_all) -> None:
+    # Every simulated attempt would fail: the payload check comes first, so it is dead, not failed.
+    worker = start_worker("invalid", env={"SIM_FAILURE_RATE": "1"})
+    job = enqueue(conn, payload={**LISTING, "priceMinor": "a lot", "bedrooms": None})
+    until_all([job.id], "dead")
+    row = job_row(conn, job.id)
+    assert row["attempts"] == 1
+    assert "priceMinor must be an integer" in row["last_error"]
+    assert "bedrooms must be an integer" in row["last_error"]
+    assert db.count_flyers(conn, job_id=job.id) == 0
+    assert len(worker.lines("dead")) == 1 and not worker.lines("failed")
+
+
+def test_worker_transient_failures_retry_with_backoff_then_dead(conn, start_worker, until_all) -> None:
+    worker = start_worker("flaky", env={"SIM_FAILURE_RATE": "1", "RETRY_BASE_DELAY_MS": "100"})
+    job = enqueue(conn, max_attempts=3)
+    until_all([job.id], "dead")
+    tries = db.get_attempts(conn, job_id=job.id)
+    assert [(a.attempt, a.outcome) for a in tries] == [(1, "failed"), (2, "failed"), (3, "failed")]
+    assert all(a.error == "Simulated rendering failure (SIM_FAILURE_RATE=1)" for a in tries)
+    # Backoff from the stored function: 100 ms after the first failure, 200 ms after the second.
+    assert (tries[1].started_at - tries[0].finished_at).total_seconds() >= 0.1
+    assert (tries[2].started_at - tries[1].finished_at).total_seconds() >= 0.2
+    failed = worker.lines("failed")
+    assert len(failed) == 3
+    assert all("next run" in line for line in failed[:2]) and failed[2].endswith("(running 0/5, peak 1)")
+    assert "→ dead" in failed[2]
+
+
+def _start_delay(conn: psycopg.Connection, job_id) -> float:
+    job = db.get_job(conn, job_id=job_id)
+    [first] = db.get_attempts(conn, job_id=job_id)
+    return (first.started_at - job.created_at).total_seconds()
+
+
+def test_worker_listen_starts_job_long_before_poll(conn, start_worker, until_all) -> None:
+    # Polling every 10 s: only the notification can start these jobs within a quarter second.
+    start_worker("listen", env={"POLL_INTERVAL_MS": "10000", "SWEEP_INTERVAL_MS": "10000",
+                                "SIM_MIN_LATENCY_MS": "10", "SIM_MAX_LATENCY_MS": "30"})
+    time.sleep(0.5)  # let the startup claim pass, so the first job cannot ride on it
+    delays = []
+    for _ in range(3):
+        job = enqueue(conn)
+        until_all([job.id], "succeeded", timeout=5)
+        delays.append(_start_delay(conn, job.id))
+        time.sleep(0.3)  # idle again: the claim after the last success has been made
+    assert max(delays) < 0.25, delays
+
+
+def test_worker_listen_off_polls_without_listening(conn, start_worker, until_all) -> None:
+    worker = start_worker("nolisten", env={"WORKER_LISTEN": "0", "POLL_INTERVAL_MS": "200"})
+    assert "listen off" in worker.lines("worker started:")[0]
+    ids = [enqueue(conn).id for _ in range(3)]
+    until_all(ids, "succeeded", timeout=5)
+    assert max(_start_delay(conn, i) for i in ids) < 1.0
+    sessions = [r["application_name"] for r in rows(
+        conn, "select application_name from pg_stat_activity where application_name like 'pgqw-worker nolisten%'")]
+    assert sessions and all(name == "pgqw-worker nolisten pool" for name in sessions), sessions
+
+
+def test_worker_queues_option_takes_only_its_queues(conn, start_worker, until_all) -> None:
+    start_worker("emails-only", env={"WORKER_QUEUES": "emails"})
+    other = enqueue(conn)
+    mine = enqueue(conn, queue="emails")
+    until_all([mine.id], "succeeded")
+    # The other job is older, so any claim without the queue filter would have taken it first.
+    assert job_row(conn, other.id)["status"] == "pending"
+
+
+def _worker_cli(db_url: str, tmp_path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in SETTINGS_ENV}
+    env["DATABASE_URL"] = db_url
+    return subprocess.run([sys.executable, "-m", "pgqw.cli", "worker", "--id", "cli"], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=30)
+
+
+def test_worker_cli_unmigrated_database_is_one_line_error(empty_db_url, tmp_path) -> None:
+    done = _worker_cli(empty_db_url, tmp_path)
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("pgqw worker: the database has no queue (")
+    assert line.endswith("; run `pgqw migrate` first")
+
+
+def test_worker_cli_unreachable_database_is_one_line_error(tmp_path) -> None:
+    done = _worker_cli(f"host={tmp_path / 'no-server-here'} dbname=x", tmp_path)
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("pgqw worker: cannot reach the database:")

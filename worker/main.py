@@ -1,0 +1,47 @@
+"""`pgqw worker`: reads the settings, applies the command-line overrides and runs one Worker.
+
+Startup problems (a bad setting, an unreachable or unmigrated database) propagate to pgqw.cli,
+which prints them as one line and exits non-zero. Once running, the worker only stops on
+SIGTERM/SIGINT (exit 0 after a graceful stop) or a second signal (exit at once).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import psycopg
+
+from pgqw import config
+from pgqw.config import ConfigError, Settings
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """The environment's settings with --id, --concurrency and --queues applied."""
+    settings = config.load()
+    overrides: dict[str, object] = {}
+    if getattr(args, "worker_id", None) is not None:
+        overrides["worker_id"] = args.worker_id.strip()
+    if getattr(args, "concurrency", None) is not None:
+        overrides["concurrency"] = args.concurrency
+    if getattr(args, "queues", None) is not None:
+        queues = tuple(q.strip() for q in args.queues.split(",") if q.strip())
+        if not queues:
+            raise ConfigError("--queues must name at least one queue")
+        overrides["queues"] = queues
+    settings = dataclasses.replace(settings, **overrides)
+    if not settings.worker_id or len(settings.worker_id) > 200:
+        raise ConfigError("the worker id (--id or WORKER_ID) must be 1 to 200 characters")
+    return settings
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from pgqw.embedded import database_url
+    from pgqw.errors import UsageError
+    from worker.runner import Worker
+
+    settings = settings_from_args(args)
+    try:
+        return Worker(settings, database_url(settings)).run()
+    except (psycopg.errors.UndefinedFunction, psycopg.errors.UndefinedTable) as exc:
+        raise UsageError(f"the database has no queue ({exc.diag.message_primary}); "
+                         "run `pgqw migrate` first") from None
