@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, Sequence
+from typing import Callable, NoReturn, Sequence
 
 import psycopg
 
@@ -14,6 +14,13 @@ from . import config
 from .config import ConfigError
 from .errors import UsageError
 from .migrate import MigrationError
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (and a pointer to --help), not the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _positive(text: str) -> int:
@@ -57,10 +64,8 @@ def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="pgqw", description="pg-queue-worker: a job queue where PostgreSQL is the queue."
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser = Parser(prog="pgqw", description="pg-queue-worker: a job queue where PostgreSQL is the queue.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=Parser)
 
     p = sub.add_parser("migrate", help="apply db/migrations once each, then re-apply db/functions",
                        description="Apply every db/migrations file not yet applied (each once, in its own "
@@ -98,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="counts by status and the latest jobs; timeline; concurrency",
                        description="Print the queue reports. Without a subcommand: counts by status and "
                        "the latest jobs.")
-    rsub = p.add_subparsers(dest="report", metavar="REPORT")
+    rsub = p.add_subparsers(dest="report", metavar="REPORT", parser_class=Parser)
     rp = rsub.add_parser("timeline", help="every attempt of one job with the wait before each")
     rp.add_argument("job_id")
     rp = rsub.add_parser("concurrency", help="peak jobs at once per worker, and double-run checks")

@@ -35,8 +35,11 @@ def _pump(child: Child, width: int, lock: threading.Lock) -> None:
             sys.stdout.flush()
 
 
+_WIDTH = 3  # the widest child name (api, w1 … w99); up's own lines use it too
+
+
 def _say(text: str) -> None:
-    sys.stdout.write(f"up   | {text}\n")
+    sys.stdout.write(f"{'up'.ljust(_WIDTH)} | {text}\n")
     sys.stdout.flush()
 
 
@@ -60,7 +63,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     commands = [("api", [sys.executable, "-m", "pgqw.cli", "api", "--port", str(port)])]
     for i in range(1, args.workers + 1):
         commands.append((f"w{i}", [sys.executable, "-m", "pgqw.cli", "worker", "--id", f"w{i}"]))
-    width = max(len(name) for name, _ in commands + [("up", [])])
+    global _WIDTH
+    width = _WIDTH = max(len(name) for name, _ in commands)
 
     children: list[Child] = []
     lock = threading.Lock()
