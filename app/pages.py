@@ -7,18 +7,10 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, render_template
 
-from pgqw.listing import CURRENCIES
+from pgqw.listing import CURRENCIES, EXAMPLE_LISTING
 
 bp = Blueprint("pages", __name__, static_folder="static", static_url_path="/static",
                template_folder="templates")
-
-EXAMPLE_LISTING = {
-    "title": "3-bedroom apartment in Yaba",
-    "priceMinor": 270000000,
-    "currency": "NGN",
-    "address": "12 Herbert Macaulay Way, Yaba, Lagos",
-    "bedrooms": 3,
-}
 
 # The page loads only its own files and talks only to its own API.
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "

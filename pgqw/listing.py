@@ -103,6 +103,16 @@ _CHECKS = {
 }
 
 
+# The demo's example listing: the page's form starts with it, `pgqw burst` sends it.
+EXAMPLE_LISTING = {
+    "title": "3-bedroom apartment in Yaba",
+    "priceMinor": 270000000,
+    "currency": "NGN",
+    "address": "12 Herbert Macaulay Way, Yaba, Lagos",
+    "bedrooms": 3,
+}
+
+
 def validate_listing(payload: Any) -> list[FieldError]:
     """Return one error per bad field of a listing payload; empty means valid."""
     if not isinstance(payload, dict):

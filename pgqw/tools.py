@@ -19,16 +19,9 @@ import psycopg
 
 from . import config, db
 from .errors import UsageError
+from .listing import EXAMPLE_LISTING
 from .embedded import database_url
 from .tables import format_table
-
-EXAMPLE_LISTING = {
-    "title": "3-bedroom apartment in Yaba",
-    "priceMinor": 270000000,
-    "currency": "NGN",
-    "address": "12 Herbert Macaulay Way, Yaba, Lagos",
-    "bedrooms": 3,
-}
 
 
 @dataclass

@@ -8,14 +8,9 @@ import psycopg
 from psycopg.rows import dict_row
 
 from pgqw import db
+from pgqw.listing import EXAMPLE_LISTING
 
-LISTING = {
-    "title": "3-bedroom apartment in Yaba",
-    "priceMinor": 270000000,
-    "currency": "NGN",
-    "address": "12 Herbert Macaulay Way, Yaba, Lagos",
-    "bedrooms": 3,
-}
+LISTING = EXAMPLE_LISTING
 
 
 def enqueue(conn: psycopg.Connection, key: str | None = None, **kwargs: Any) -> db.EnqueuedJob:
