@@ -119,3 +119,25 @@ def test_cli_up_runs_everything_and_ctrl_c_stops_it_cleanly(tmp_path: Path) -> N
     time.sleep(0.5)
     assert [c.pid for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE] == []
     assert (tmp_path / "pgdata").is_dir()
+
+
+def test_cli_burst_sends_n_jobs_with_distinct_keys(db_url: str, tmp_path: Path) -> None:
+    import psycopg
+
+    from pgqw.stack import Stack
+
+    with Stack(db_url, tmp_path / "logs") as stack:
+        url = stack.start_api()
+        done = _pgqw("burst", "7", "--url", url, env={"DATABASE_URL": db_url})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "sent 7 jobs" in done.stdout and "HTTP 202: 7" in done.stdout
+    assert "7/7" in done.stderr  # the progress bar
+    with psycopg.connect(db_url) as conn:
+        assert conn.execute("select count(distinct idempotency_key) from jobs").fetchone()[0] == 7
+
+
+def test_cli_burst_without_an_api_says_so(db_url: str) -> None:
+    done = _pgqw("burst", "2", "--url", f"http://127.0.0.1:{free_port()}", env={"DATABASE_URL": db_url})
+    assert done.returncode == 1
+    assert "not reached: 2" in done.stdout
+    assert "Traceback" not in done.stderr
