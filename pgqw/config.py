@@ -82,6 +82,7 @@ class Settings:
     listen: bool = True
     queues: tuple[str, ...] | None = None
     batch_claim: bool = True
+    batch_mark: bool = True
 
     # Simulated faults of the demo work.
     sim_min_latency_ms: int = 2000
@@ -115,6 +116,7 @@ def load() -> Settings:
         listen=_bool("WORKER_LISTEN", True),
         queues=tuple(q.strip() for q in queues_raw.split(",") if q.strip()) or None,
         batch_claim=_bool("WORKER_BATCH_CLAIM", True),
+        batch_mark=_bool("WORKER_BATCH_MARK", True),
         sim_min_latency_ms=_int("SIM_MIN_LATENCY_MS", 2000, minimum=0),
         sim_max_latency_ms=_int("SIM_MAX_LATENCY_MS", 4000, minimum=0),
         sim_failure_rate=_float("SIM_FAILURE_RATE", 0.2, low=0.0, high=1.0),

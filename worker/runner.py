@@ -47,6 +47,7 @@ BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 5.0
 RELEASE_DEADLINE_S = 5.0        # how long shutdown keeps trying to hand a job back
 MARK_DRAIN_S = 5.0              # how long shutdown waits for results being recorded
+MARK_BATCH_MAX = 500            # most successes one mark_jobs_succeeded records (WORKER_BATCH_MARK)
 LISTEN_TIMEOUT_S = 1.0          # the listener checks for shutdown this often
 
 
@@ -181,6 +182,7 @@ class Worker:
         self._signal_name = ""
         self._signalled = False
         self._tasks: queue.Queue[Running] = queue.Queue()
+        self._done: queue.Queue[tuple[Running, str | None, float]] = queue.Queue()
         self._pool: ConnectionPool | None = None
         self._listen_conn: psycopg.Connection | None = None
 
@@ -202,6 +204,8 @@ class Worker:
                 self._listen_conn.close()
             raise
         self._start_thread("heartbeat", self._heartbeat_loop)
+        if self.settings.batch_mark:
+            self._start_thread("completer", self._completer_loop)
         if self.settings.listen:
             self._start_thread("listener", self._listen_loop)
         for n in range(self.cap):
@@ -278,7 +282,7 @@ class Worker:
             pool = ConnectionPool(
                 self.conninfo,
                 min_size=min(2, self.cap + 2),
-                max_size=self.cap + 2,   # one per executor, plus main loop and heartbeat
+                max_size=self.cap + 3,   # one per executor, plus main loop, heartbeat and completer
                 open=False,
                 kwargs=self._connect_kwargs("pool"),
                 timeout=POOL_TIMEOUT_S,
@@ -312,6 +316,7 @@ class Worker:
             "worker started:",
             f"pid {os.getpid()}, concurrency {self.cap}, queues {','.join(s.queues) if s.queues else 'all'}, "
             f"listen {'on' if s.listen else 'off'}, batch claim {'on' if s.batch_claim else 'off'}, "
+            f"batch mark {'on' if s.batch_mark else 'off'}, "
             f"poll {s.poll_interval_ms}ms, sweep {s.sweep_interval_ms}ms, "
             f"heartbeat {round(self.heartbeat_s * 1000)}ms, lease {lease}, retry {retry}, "
             f"grace {s.shutdown_grace_ms}ms, handlers {','.join(sorted(self.handlers))}, "
@@ -496,6 +501,55 @@ class Worker:
             self._record_failure(run, error, retryable, elapsed)
 
     def _record_success(self, run: Running, note: str | None, elapsed: float) -> None:
+        if self.settings.batch_mark:
+            self._done.put((run, note, elapsed))  # the completer records it with others, then frees the slot
+            return
+        self._record_success_one(run, note, elapsed)
+
+    def _completer_loop(self) -> None:
+        """WORKER_BATCH_MARK: records the successes that finished since its last call, up to
+        MARK_BATCH_MAX, with one mark_jobs_succeeded. As with mark_succeeded, a job's slot is freed
+        only after its result is committed. A job the call did not change is no longer this
+        attempt's (or an earlier try of this very call went through before its reply was lost):
+        the one-job path finds out which and logs it."""
+        while True:
+            try:
+                first = self._done.get(timeout=0.2)
+            except queue.Empty:
+                if self._exiting.is_set():
+                    return
+                continue
+            batch = [first]
+            while len(batch) < MARK_BATCH_MAX:
+                try:
+                    batch.append(self._done.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                changed = self._db(f"mark_jobs_succeeded ({len(batch)} jobs)", lambda conn: db.mark_jobs_succeeded(
+                    conn, worker_id=self.id, done=[(r.job.id, r.job.attempts) for r, _, _ in batch]))
+            except WorkerExiting:
+                return
+            except psycopg.Error as exc:
+                self.log("error", f"mark_jobs_succeeded: {exc.sqlstate} {first_line(exc)}; recording one by one")
+                changed = []
+            held = {job.id for job in changed}
+            for run, note, elapsed in batch:
+                if run.job.id in held:
+                    self._logged_success(run, note, elapsed)
+                else:
+                    try:
+                        self._record_success_one(run, note, elapsed)
+                    except WorkerExiting:
+                        return
+
+    def _logged_success(self, run: Running, note: str | None, elapsed: float) -> None:
+        self._count("succeeded")
+        count, peak = self._release_slot(run)
+        self.log("success", f"{run.tag()} in {elapsed:.2f}s{': ' + note if note else ''}"
+                            f"  (running {count}/{self.cap}, peak {peak})")
+
+    def _record_success_one(self, run: Running, note: str | None, elapsed: float) -> None:
         job = run.job
         try:
             self._db(f"mark_succeeded {short(job.id)}", lambda conn: db.mark_succeeded(
@@ -504,10 +558,7 @@ class Worker:
             if not self._recorded_before(run, exc, lambda after: after.status == "succeeded"):
                 self._result_not_recorded(run, exc)
                 return
-        self._count("succeeded")
-        count, peak = self._release_slot(run)
-        self.log("success", f"{run.tag()} in {elapsed:.2f}s{': ' + note if note else ''}"
-                            f"  (running {count}/{self.cap}, peak {peak})")
+        self._logged_success(run, note, elapsed)
 
     def _record_failure(self, run: Running, error: str, retryable: bool, elapsed: float) -> None:
         job, s = run.job, self.settings

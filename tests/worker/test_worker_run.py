@@ -67,9 +67,10 @@ def test_worker_cap_holds_under_burst_of_50(conn, start_worker, until_all) -> No
     assert len(five.lines("success")) + len(three.lines("success")) == 50
 
 
-def test_worker_one_at_a_time_claims_hold_the_cap_too(conn, start_worker, until_all) -> None:
-    worker = start_worker("single", concurrency=3, env={"WORKER_BATCH_CLAIM": "0"})
+def test_worker_one_at_a_time_claims_and_marks_hold_the_cap_too(conn, start_worker, until_all) -> None:
+    worker = start_worker("single", concurrency=3, env={"WORKER_BATCH_CLAIM": "0", "WORKER_BATCH_MARK": "0"})
     assert "batch claim off" in worker.lines("worker started:")[0]
+    assert "batch mark off" in worker.lines("worker started:")[0]
     ids = [enqueue(conn).id for _ in range(15)]
     until_all(ids, "succeeded", timeout=20)
     assert attempt_peaks(conn) == {"single": 3}
