@@ -10,7 +10,10 @@ create or replace function claim_job(
     p_lease_ms   integer default null,
     p_now        timestamptz default now()
 ) returns setof jobs
-language sql
+language plpgsql
 as $$
-    select * from claim_jobs(p_worker_id, 1, p_queues, p_lease_ms, p_now);
+begin
+    -- plpgsql, not sql: its call of claim_jobs is planned once per session, not once per call.
+    return query select * from claim_jobs(p_worker_id, 1, p_queues, p_lease_ms, p_now);
+end;
 $$;

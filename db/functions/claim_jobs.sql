@@ -4,6 +4,13 @@
 -- Each claimed job gets attempts + 1, started_at, locked_by, a lease (p_lease_ms or queue_settings.lease_ms)
 -- and a job_attempts row, all in the same statement. Returns the claimed rows, or no row.
 -- Raises QV400 for a missing worker id or an out-of-range limit, lease or queue list.
+-- Plan (measured in docs/benchmarks.md): whatever the statistics say, the ready index is read in its
+-- order up to the limit and the picked rows are updated through the primary key, so a claim costs the
+-- same with 10 or 1,000,000 jobs waiting. One generic plan per session (plan_cache_mode) spares a
+-- replan per call; it may be made on an empty table, so scans that only look cheap there are ruled
+-- out: no bitmap scan (with stale statistics, a burst, it sorted the whole backlog on every call), no
+-- sequential scan (a plan made while idle updated the picked rows by reading the whole table). The
+-- cost of those disabled paths would trip JIT compilation, which a claim never needs (jit = off).
 create or replace function claim_jobs(
     p_worker_id  text,
     p_limit      integer,
@@ -12,6 +19,10 @@ create or replace function claim_jobs(
     p_now        timestamptz default now()
 ) returns setof jobs
 language plpgsql
+set plan_cache_mode = force_generic_plan
+set enable_bitmapscan = off
+set enable_seqscan = off
+set jit = off
 as $$
 begin
     if p_worker_id is null or btrim(p_worker_id) = '' or length(p_worker_id) > 200 then
@@ -34,17 +45,7 @@ begin
     end if;
 
     return query
-    with picked as (
-        select j.id
-          from jobs j
-         where j.status in ('pending', 'failed')
-           and j.run_at <= p_now
-           and j.attempts < j.max_attempts
-           and (p_queues is null or j.queue = any (p_queues))
-         order by j.priority desc, j.run_at, j.id
-         limit p_limit
-           for update skip locked
-    ), claimed as (
+    with claimed as (
         update jobs j
            set status = 'processing',
                attempts = j.attempts + 1,
@@ -52,9 +53,17 @@ begin
                locked_by = p_worker_id,
                lease_expires_at = p_now + make_interval(
                    secs => coalesce(p_lease_ms, (select s.lease_ms from queue_settings s)) / 1000.0)
-          from picked
-         where j.id = picked.id
-           and j.status in ('pending', 'failed')
+         -- The rows picked here are locked by this statement: nothing can change them before the update.
+         where j.id = any (array(
+                   select r.id
+                     from jobs r
+                    where r.status in ('pending', 'failed')
+                      and r.run_at <= p_now
+                      and r.attempts < r.max_attempts
+                      and (p_queues is null or r.queue = any (p_queues))
+                    order by r.priority desc, r.run_at, r.id
+                    limit p_limit
+                      for update skip locked))
         returning j.*
     ), recorded as (
         insert into job_attempts (job_id, attempt, worker_id, started_at)

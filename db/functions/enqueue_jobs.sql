@@ -26,7 +26,7 @@ declare
     v_priorities integer[];
     v_run_ats timestamptz[];
     v_max_attempts integer[];
-    v_created text[];
+    v_new jobs[];
     v_bad record;
     v_queue text;
 begin
@@ -99,44 +99,57 @@ begin
             message = format('idempotency key %L appears twice in one batch', v_bad.key);
     end if;
 
+    -- The inserted rows are kept (v_new), so the usual case, every key new, needs no second
+    -- look at the table: only keys that already existed are read back by key.
     with inserted as (
         insert into jobs as j (type, payload, max_attempts, idempotency_key, queue, priority, run_at)
         select b.type, b.payload, b.max_attempts, b.key, b.queue, b.priority, b.run_at
           from unnest(v_types, v_payloads, v_keys, v_queues, v_priorities, v_run_ats, v_max_attempts)
                as b(type, payload, key, queue, priority, run_at, max_attempts)
         on conflict on constraint jobs_idempotency_key_key do nothing
-        returning j.idempotency_key
+        returning j
     )
-    select coalesce(array_agg(i.idempotency_key), '{}') into v_created from inserted i;
+    select coalesce(array_agg(i.j), '{}') into v_new from inserted i;
 
-    -- A new statement, a new snapshot: the keys that already existed are read as committed now.
-    select b.n, b.key, j.id into v_bad
-      from unnest(v_types, v_payloads, v_keys) with ordinality as b(type, payload, key, n)
-      join jobs j on j.idempotency_key = b.key
-      left join unnest(v_created) as c(key) on c.key = b.key
-     where c.key is null and (j.type <> b.type or j.payload <> b.payload)
-     order by b.n limit 1;
-    if found then
-        raise exception using errcode = 'QI409',
-            message = format('job %s: idempotency key %L was already used for a different job', v_bad.n, v_bad.key),
-            detail = format('existing job %s', v_bad.id),
-            hint = 'use a new idempotency key for a different request';
+    if cardinality(v_new) < cardinality(v_keys) then
+        -- A new statement, a new snapshot: the keys that already existed are read as committed now.
+        select b.n, b.key, j.id into v_bad
+          from unnest(v_types, v_payloads, v_keys) with ordinality as b(type, payload, key, n)
+          join jobs j on j.idempotency_key = b.key
+          left join unnest(v_new) as c on c.idempotency_key = b.key
+         where c.idempotency_key is null and (j.type <> b.type or j.payload <> b.payload)
+         order by b.n limit 1;
+        if found then
+            raise exception using errcode = 'QI409',
+                message = format('job %s: idempotency key %L was already used for a different job', v_bad.n, v_bad.key),
+                detail = format('existing job %s', v_bad.id),
+                hint = 'use a new idempotency key for a different request';
+        end if;
     end if;
 
     for v_queue in
-        select distinct j.queue from unnest(v_created) as c(key) join jobs j on j.idempotency_key = c.key
-         where j.run_at <= now()
+        select distinct c.queue from unnest(v_new) as c where c.run_at <= now()
     loop
         perform pg_notify('pgqw_jobs', v_queue);
     end loop;
 
-    return query
-    select j.id, j.type, j.payload, j.status, j.attempts, j.max_attempts, j.last_error, j.run_at,
-           j.created_at, j.started_at, j.finished_at, j.locked_by, j.lease_expires_at,
-           j.idempotency_key, j.queue, j.priority, c.key is not null
-      from unnest(v_keys) with ordinality as b(key, n)
-      join jobs j on j.idempotency_key = b.key
-      left join unnest(v_created) as c(key) on c.key = b.key
-     order by b.n;
+    if cardinality(v_new) = cardinality(v_keys) then
+        return query
+        select c.id, c.type, c.payload, c.status, c.attempts, c.max_attempts, c.last_error, c.run_at,
+               c.created_at, c.started_at, c.finished_at, c.locked_by, c.lease_expires_at,
+               c.idempotency_key, c.queue, c.priority, true
+          from unnest(v_keys) with ordinality as b(key, n)
+          join unnest(v_new) as c on c.idempotency_key = b.key
+         order by b.n;
+    else
+        return query
+        select j.id, j.type, j.payload, j.status, j.attempts, j.max_attempts, j.last_error, j.run_at,
+               j.created_at, j.started_at, j.finished_at, j.locked_by, j.lease_expires_at,
+               j.idempotency_key, j.queue, j.priority, c.idempotency_key is not null
+          from unnest(v_keys) with ordinality as b(key, n)
+          join jobs j on j.idempotency_key = b.key
+          left join unnest(v_new) as c on c.idempotency_key = b.key
+         order by b.n;
+    end if;
 end;
 $$;

@@ -21,12 +21,14 @@ begin
 
     return query
     with done as (
+        -- One primary-key lookup per (id, attempt) pair. locked_by = p_worker_id implies status =
+        -- 'processing' (constraint jobs_locked_only_when_processing); naming the status would let the
+        -- planner scan every processing job instead.
         update jobs j
            set status = 'succeeded', finished_at = greatest(now(), j.started_at),
                locked_by = null, lease_expires_at = null
-          from unnest(p_job_ids, p_attempts) as t(job_id, attempt)
-         where j.id = t.job_id and j.attempts = t.attempt
-           and j.status = 'processing' and j.locked_by = p_worker_id
+         where (j.id, j.attempts) in (select t.job_id, t.attempt from unnest(p_job_ids, p_attempts) as t(job_id, attempt))
+           and j.locked_by = p_worker_id
         returning j.*
     ), recorded as (
         update job_attempts a

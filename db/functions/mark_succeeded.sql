@@ -20,11 +20,13 @@ begin
         raise exception using errcode = 'QV400', message = format('attempt must be 1 or more, got %s', p_attempt);
     end if;
 
+    -- locked_by = p_worker_id implies status = 'processing' (constraint jobs_locked_only_when_processing).
+    -- Not naming the status keeps the planner on the primary key: a status condition lets it pick
+    -- jobs_status_created_idx and walk every 'processing' entry, dead ones included, to find one id.
     update jobs j
        set status = 'succeeded', finished_at = greatest(now(), j.started_at),
            locked_by = null, lease_expires_at = null
-     where j.id = p_job_id and j.status = 'processing'
-       and j.locked_by = p_worker_id and j.attempts = p_attempt
+     where j.id = p_job_id and j.locked_by = p_worker_id and j.attempts = p_attempt
     returning j.* into v_job;
     if not found then
         perform raise_job_not_held(p_job_id, p_worker_id, p_attempt);
