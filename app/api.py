@@ -203,11 +203,6 @@ def create_job() -> Response:
     with pool().connection() as conn:
         job = db.enqueue_job(conn, type=job_type, payload=payload, idempotency_key=key,
                              queue=queue, priority=priority)
-    if not job.created and (job.queue, job.priority) != (queue, priority):
-        # enqueue_job compares type and payload; the rest of the body must match too.
-        raise ApiError(409, "idempotency_key_reused",
-                       f"idempotency key {key!r} was already used for a job with a different queue or priority",
-                       {"jobId": str(job.id)})
     response = ok(job_json(job), 202 if job.created else 200)
     response.headers["Location"] = url_for("api.get_job", job_id=job.id)
     return response

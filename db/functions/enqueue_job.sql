@@ -3,7 +3,7 @@
 -- of two concurrent calls creates the job. created is true only for the call that inserted it.
 -- Notifies channel pgqw_jobs (payload: the queue) when the new job is ready now.
 -- Raises QV400 (bad argument), QV413 (payload larger than queue_settings.max_payload_bytes),
--- QI409 (the key was already used with a different type or payload).
+-- QI409 (the key was already used with a different type, payload, queue or priority).
 create or replace function enqueue_job(
     p_type             text,
     p_payload          jsonb,
@@ -71,11 +71,12 @@ begin
         -- It was deleted in between: try the insert again.
     end loop;
 
-    if not v_created and (v_job.type <> p_type or v_job.payload <> p_payload) then
+    if not v_created and (v_job.type <> p_type or v_job.payload <> p_payload
+                          or v_job.queue <> p_queue or v_job.priority <> p_priority) then
         raise exception using errcode = 'QI409',
             message = format('idempotency key %L was already used for a different job', p_idempotency_key),
-            detail = format('existing job %s has type %s; the key may only be reused with the same type and payload',
-                            v_job.id, v_job.type),
+            detail = format('existing job %s has type %s in queue %s; the key may only be reused for the same job',
+                            v_job.id, v_job.type, v_job.queue),
             hint = 'use a new idempotency key for a different request';
     end if;
 

@@ -1,8 +1,8 @@
 -- enqueue_jobs: enqueue_job for many jobs in one call (→ pending), one insert for the whole batch.
 -- p_jobs is a JSON array of objects: {"type", "payload", "idempotency_key", and optionally
 -- "queue", "priority", "run_at", "max_attempts"}. The same idempotency rules as enqueue_job:
--- an existing key returns its job with created = false, and raises QI409 if its type or payload
--- differ. One notification per queue for the whole batch, not one per job.
+-- an existing key returns its job with created = false, and raises QI409 if its type, payload,
+-- queue or priority differ. One notification per queue for the whole batch, not one per job.
 -- Returns one row per element, in input order.
 -- Raises QV400 (not an array, a bad element, a key twice in the batch), QV413 (a payload too large),
 -- QI409 (a key used before for a different job).
@@ -114,10 +114,12 @@ begin
     if cardinality(v_new) < cardinality(v_keys) then
         -- A new statement, a new snapshot: the keys that already existed are read as committed now.
         select b.n, b.key, j.id into v_bad
-          from unnest(v_types, v_payloads, v_keys) with ordinality as b(type, payload, key, n)
+          from unnest(v_types, v_payloads, v_keys, v_queues, v_priorities)
+               with ordinality as b(type, payload, key, queue, priority, n)
           join jobs j on j.idempotency_key = b.key
           left join unnest(v_new) as c on c.idempotency_key = b.key
-         where c.idempotency_key is null and (j.type <> b.type or j.payload <> b.payload)
+         where c.idempotency_key is null
+           and (j.type <> b.type or j.payload <> b.payload or j.queue <> b.queue or j.priority <> b.priority)
          order by b.n limit 1;
         if found then
             raise exception using errcode = 'QI409',

@@ -54,6 +54,8 @@ def test_enqueue_jobs_empty_array_returns_nothing(conn: psycopg.Connection) -> N
         ([{"type": "t", "payload": {"a": "x" * 70000}, "idempotency_key": "x"}], "QV413"),
         ([{"type": "t", "payload": {}, "idempotency_key": "fresh"},
           {"type": "listing_flyer", "payload": {"other": 1}, "idempotency_key": "existing"}], "QI409"),
+        ([_spec("existing", queue="other")], "QI409"),
+        ([_spec("existing", priority=9)], "QI409"),
     ],
 )
 def test_enqueue_jobs_bad_batch_raises_and_changes_nothing(conn: psycopg.Connection, jobs, code: str) -> None:

@@ -36,9 +36,10 @@ def test_enqueue_job_same_key_different_payload_raises_qi409(conn: psycopg.Conne
         enqueue(conn, "reused", payload={**LISTING, "bedrooms": 4})
     assert exc.value.sqlstate == "QI409"
     assert "reused" in exc.value.diag.message_primary
-    with pytest.raises(psycopg.Error) as exc:
-        enqueue(conn, "reused", type="other_type")
-    assert exc.value.sqlstate == "QI409"
+    for different in ({"type": "other_type"}, {"queue": "other"}, {"priority": 5}):
+        with pytest.raises(psycopg.Error) as exc:
+            enqueue(conn, "reused", **different)
+        assert exc.value.sqlstate == "QI409", different
     assert snapshot(conn) == before
 
 
