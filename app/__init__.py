@@ -33,6 +33,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         MAX_CONTENT_LENGTH=settings.max_body_bytes,
         POOL_MAX_SIZE=settings.api_threads,
         POOL_TIMEOUT=10.0,  # seconds a request waits for a connection before a 503
+        MAX_ATTEMPTS=settings.max_attempts,  # None: queue_settings.max_attempts decides
     )
     if test_config:
         app.config.from_mapping(test_config)

@@ -202,7 +202,7 @@ def create_job() -> Response:
     job_type, payload, queue, priority = _check_job_request(_read_json_body())
     with pool().connection() as conn:
         job = db.enqueue_job(conn, type=job_type, payload=payload, idempotency_key=key,
-                             queue=queue, priority=priority)
+                             queue=queue, priority=priority, max_attempts=current_app.config["MAX_ATTEMPTS"])
     response = ok(job_json(job), 202 if job.created else 200)
     response.headers["Location"] = url_for("api.get_job", job_id=job.id)
     return response

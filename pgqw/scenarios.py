@@ -145,8 +145,8 @@ def concurrency_50(stack: Stack, p: Profile) -> Result:
 def backoff_to_dead(stack: Stack, p: Profile) -> Result:
     """Test 2: every attempt fails: failed → … → dead, waits doubling plus jitter."""
     r = Result("backoff-to-dead", "Test 2: 100% failure, a job goes to dead with doubling waits")
-    api = stack.api_url or stack.start_api()
-    worker = stack.start_worker("w-fail", env={**p.worker_env, **p.failing_env, "MAX_ATTEMPTS": "5"})
+    api = stack.api_url or stack.start_api()  # MAX_ATTEMPTS is the enqueuer's setting: the default 5
+    worker = stack.start_worker("w-fail", env={**p.worker_env, **p.failing_env})
     sent = post_job(api, f"fail-{uuid.uuid4().hex[:8]}")
     assert sent.job_id, sent
     job_id = sent.job_id
@@ -273,7 +273,7 @@ def two_workers(stack: Stack, p: Profile) -> Result:
     ids = [s.job_id for s in sent if s.job_id]
     summary = _wait_all_final(stack, ids, p.timeout_s)
     with stack.connect() as conn:
-        conc = db.report_concurrency(conn, prefix=f"w")
+        conc = db.report_concurrency(conn, prefix="w")
         conc = [c for c in conc if c.worker_id.endswith(tag)]
         runs = db.report_double_runs(conn, prefix="w")
         attempts = db.attempts_for_jobs(conn, job_ids=ids)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime
+from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any, Iterable, Sequence
 
@@ -11,7 +11,9 @@ def _cell(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, datetime):
-        return value.strftime("%H:%M:%S.%f")[:-3]
+        utc = value.astimezone(timezone.utc)
+        day = "" if utc.date() == datetime.now(timezone.utc).date() else utc.strftime("%Y-%m-%d ")
+        return day + utc.strftime("%H:%M:%S.%f")[:-3]
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, Decimal):

@@ -277,3 +277,24 @@ def test_create_job_does_not_wait_for_or_start_the_work(client: FlaskClient, con
     job = post(client).get_json()["data"]
     assert rows(conn, "select count(*) as n from job_attempts")[0]["n"] == 0
     assert db.count_flyers(conn, job_id=uuid.UUID(job["id"])) == 0
+
+
+def test_create_job_max_attempts_comes_from_the_environment(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MAX_ATTEMPTS is copied into each job the API creates; unset, queue_settings decides (5)."""
+    from app import close_pool, create_app
+
+    monkeypatch.setenv("MAX_ATTEMPTS", "3")
+    app = create_app({"TESTING": True, "DATABASE_URL": db_url})
+    try:
+        r = post(app.test_client())
+        assert r.status_code == 202
+        assert r.get_json()["data"]["maxAttempts"] == 3
+    finally:
+        close_pool(app)
+    monkeypatch.delenv("MAX_ATTEMPTS")
+    app = create_app({"TESTING": True, "DATABASE_URL": db_url})
+    try:
+        r = post(app.test_client(), key="key-2")
+        assert r.get_json()["data"]["maxAttempts"] == 5
+    finally:
+        close_pool(app)
