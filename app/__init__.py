@@ -4,7 +4,8 @@
     app = create_app({"DATABASE_URL": dsn, "TESTING": True})  # tests; app.serve passes the URL it checked
 
 Flask config keys beside Flask's own: DATABASE_URL (default: pgqw.embedded.database_url(settings)),
-POOL_MAX_SIZE (default API_THREADS), POOL_TIMEOUT (seconds a request waits for a connection, then 503).
+POOL_MAX_SIZE (default API_THREADS), POOL_TIMEOUT (seconds a request waits for a connection, then 503),
+API_TOKENS and API_READ_TOKENS (app/auth.py; tuples or comma-separated strings; kept only as digests).
 MAX_CONTENT_LENGTH comes from MAX_BODY_BYTES.
 
 One psycopg ConnectionPool per app, opened here and closed at exit (or by close_pool()); a request
@@ -18,7 +19,7 @@ import importlib
 import importlib.util
 from typing import Any
 
-from flask import Flask
+from flask import Flask, request
 from psycopg_pool import ConnectionPool
 
 from pgqw import config
@@ -34,9 +35,14 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         POOL_MAX_SIZE=settings.api_threads,
         POOL_TIMEOUT=10.0,  # seconds a request waits for a connection before a 503
         MAX_ATTEMPTS=settings.max_attempts,  # None: queue_settings.max_attempts decides
+        API_TOKENS=settings.api_tokens,
+        API_READ_TOKENS=settings.api_read_tokens,
     )
     if test_config:
         app.config.from_mapping(test_config)
+    for key in ("API_TOKENS", "API_READ_TOKENS"):  # tests may pass a comma-separated string
+        if isinstance(app.config[key], str):
+            app.config[key] = config.tokens(key, app.config[key])
     app.url_map.merge_slashes = False  # /api/jobs//attempts is a 404, not a redirect page
     app.json.sort_keys = False  # type: ignore[attr-defined]  # keep the documented field order
     if not app.config.get("DATABASE_URL"):
@@ -57,9 +63,17 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     atexit.register(pool.close)
     app.extensions[POOL_KEY] = pool
 
-    from . import api, errors, pages
+    from . import api, auth, errors, pages
 
     errors.init_app(app)
+    auth.install(app, tuple(app.config.pop("API_TOKENS")), tuple(app.config.pop("API_READ_TOKENS")))
+
+    @app.before_request
+    def _authenticate() -> None:
+        # Every path under /api, known or not, so an unknown token cannot even map the routes.
+        if request.path == "/api" or request.path.startswith("/api/"):
+            auth.check_request()
+
     app.register_blueprint(api.bp)
     app.register_blueprint(pages.bp)
     # Room for more blueprints: app/metrics.py, when it exists, exports `bp` and is registered here.

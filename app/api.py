@@ -17,7 +17,7 @@ from pgqw.listing import FieldError, validate_listing
 
 from . import POOL_KEY
 from .errors import ApiError
-from .openapi import OPENAPI
+from .openapi import document
 from .serialize import BadCursor, attempt_json, decode_cursor, encode_cursor, job_json
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -310,4 +310,6 @@ def get_flyer(job_id: str) -> Response:
 
 @bp.get("/openapi.json")
 def openapi() -> Response:
-    return jsonify(OPENAPI)
+    from . import auth
+
+    return jsonify(document(auth_required=auth.enabled(current_app)))

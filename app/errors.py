@@ -19,12 +19,14 @@ from werkzeug.exceptions import HTTPException
 class ApiError(Exception):
     """An error the API reports on purpose: an HTTP status, a stable code, a message, optional details."""
 
-    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
+    def __init__(self, status: int, code: str, message: str, details: Any = None,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.details = details
+        self.headers = headers or {}
 
 
 # SQLSTATE → (HTTP status, error code). The project's codes are raised by db/functions/*.sql.
@@ -36,6 +38,7 @@ DB_ERRORS: dict[str, tuple[int, str]] = {
     "QS409": (409, "job_not_in_state"),
     "QL409": (409, "lease_lost"),
     "23505": (409, "conflict"),
+    "23514": (400, "constraint_violated"),  # check_violation: a table's own rule refused the row
     "40001": (503, "unavailable"),  # serialization_failure
     "40P01": (503, "unavailable"),  # deadlock_detected
     "57P01": (503, "unavailable"),  # admin_shutdown
@@ -83,6 +86,10 @@ def _database_error(exc: psycopg.Error) -> Response:
     # The project's messages are written for people and name nothing secret; 23505 is not ours.
     message = exc.diag.message_primary if exc.sqlstate and exc.sqlstate[0] == "Q" else None
     details = {"sqlstate": exc.sqlstate}
+    if exc.sqlstate == "23514" and exc.diag.constraint_name:
+        # Constraint names are part of the schema's documentation (db/migrations), not a secret.
+        details["constraint"] = exc.diag.constraint_name
+        message = f"the request breaks the table rule {exc.diag.constraint_name}"
     if exc.diag.message_hint:
         details["hint"] = exc.diag.message_hint
     return envelope(status, code, message or "the request conflicts with the current state", details)
@@ -116,7 +123,9 @@ def _unexpected(exc: BaseException) -> Response:
 def handle_error(exc: Exception) -> Response | HTTPException:
     """The one error handler. Registered on the app for Exception, so it sees everything."""
     if isinstance(exc, ApiError):
-        return envelope(exc.status, exc.code, exc.message, exc.details)
+        response = envelope(exc.status, exc.code, exc.message, exc.details)
+        response.headers.update(exc.headers)
+        return response
     if isinstance(exc, HTTPException):
         if exc.code is not None and exc.code < 400:
             return exc  # RequestRedirect (308) and friends are not errors

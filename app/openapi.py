@@ -276,8 +276,18 @@ OPENAPI: dict[str, Any] = {
     },
     "components": {"schemas": SCHEMAS},
 }
+OPENAPI["components"]["securitySchemes"] = {
+    "bearerAuth": {
+        "type": "http", "scheme": "bearer",
+        "description": "a token from API_TOKENS (read and write) or API_READ_TOKENS (GET only); "
+                       "asked for only when the server has tokens configured",
+    },
+}
 # Any route may also answer these; the envelope is the same.
 COMMON_ERRORS: dict[str, dict[str, Any]] = {
+    "401": _error("no bearer token, or not a valid one (only when API_TOKENS or API_READ_TOKENS is set); "
+                  "WWW-Authenticate says which"),
+    "403": _error("a read-only token (API_READ_TOKENS) was used for a call that changes something"),
     "405": _error("method not allowed (Allow lists the methods)"),
     "500": _error("an unexpected error; the message is hidden and the error logged"),
 }
@@ -285,3 +295,10 @@ for _item in OPENAPI["paths"].values():
     for _op in _item.values():
         for _status, _response in COMMON_ERRORS.items():
             _op["responses"].setdefault(_status, _response)
+
+
+def document(*, auth_required: bool) -> dict[str, Any]:
+    """The document as served: with a bearer-token security requirement when the server asks for one."""
+    if not auth_required:
+        return OPENAPI
+    return {**OPENAPI, "security": [{"bearerAuth": []}]}

@@ -6,18 +6,43 @@ With --port 0 the system picks a free port and that line says which (tests read 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import signal
+import socket
 import sys
 
 import psycopg
 
 from pgqw import config
+from pgqw.errors import UsageError
 
 
 def _url(host: str, port: int) -> str:
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}/"
+
+
+def is_loopback(host: str) -> bool:
+    """True when every address host names is a loopback one (127.0.0.0/8, ::1). A name is resolved;
+    one that does not resolve, and the wildcard addresses (0.0.0.0, ::, ''), are not loopback."""
+    if not host.strip():
+        return False
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except (socket.gaierror, UnicodeError):
+        return False
+    addresses = {info[4][0].split("%")[0] for info in infos}
+    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
+
+
+def check_exposure(host: str, settings: config.Settings) -> None:
+    """Refuses to serve an open API beyond this machine: raises UsageError (the cli's one-line message)."""
+    if not is_loopback(host) and not (settings.api_tokens or settings.api_read_tokens):
+        raise UsageError(
+            f"refusing to listen on {host or 'every address'} without authentication: set API_TOKENS "
+            "(comma-separated bearer tokens, 16+ characters each), or listen on 127.0.0.1"
+        )
 
 
 def _stop_on_sigterm() -> None:
@@ -37,6 +62,7 @@ def cmd_api(args: argparse.Namespace) -> int:
     settings = config.load()
     port = args.port if args.port is not None else settings.port
     host = args.host
+    check_exposure(host, settings)
     url = database_url(settings)
     # One direct connection first: an unreachable database fails the start at once, as the cli's
     # one-line message, rather than as the pool's retries in the background.

@@ -75,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("api", help="serve the JSON API and the web page",
                        description="Serve the JSON API and the web page with waitress (production server).")
     p.add_argument("--port", type=_port, help="port to listen on (default PORT or 3000)")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1); any address that is not loopback "
+                   "needs API_TOKENS set, or the API refuses to start")
     p.add_argument("--dev", action="store_true", help="use Flask's development server instead")
     p.set_defaults(func=_lazy("app.serve", "cmd_api"))
 
@@ -91,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "then the API and N workers with their logs interleaved. Ctrl+C stops everything.")
     p.add_argument("--workers", type=_positive, default=1, help="number of worker processes (default 1)")
     p.add_argument("--port", type=_port, help="API port (default PORT or 3000)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="API address (default 127.0.0.1); not loopback needs API_TOKENS set")
     p.set_defaults(func=_lazy("pgqw.up", "cmd_up"))
 
     p = sub.add_parser("burst", help="send N jobs at once through the API",

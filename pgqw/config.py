@@ -55,6 +55,26 @@ def _bool(name: str, default: bool) -> bool:
     raise ConfigError(f"{name} must be 1/0, true/false, yes/no or on/off, got {raw!r}")
 
 
+TOKEN_MIN_LENGTH = 16
+
+
+def tokens(name: str, raw: str | None = None) -> tuple[str, ...]:
+    """A comma-separated token list. Each token: at least 16 characters, no spaces or control
+    characters. The error names the variable and which token (by position), never the token."""
+    raw = os.environ.get(name, "") if raw is None else raw
+    found = []
+    for n, token in enumerate((t.strip() for t in raw.split(",")), start=1):
+        if not token:
+            continue
+        if len(token) < TOKEN_MIN_LENGTH:
+            raise ConfigError(f"{name}: token {n} is shorter than {TOKEN_MIN_LENGTH} characters; "
+                              "use a long random one (e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))')")
+        if any(c.isspace() or not c.isprintable() for c in token):
+            raise ConfigError(f"{name}: token {n} contains spaces or control characters")
+        found.append(token)
+    return tuple(found)
+
+
 def default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
@@ -94,6 +114,13 @@ class Settings:
     public_url: str | None = None
     max_body_bytes: int = 64 * 1024
     api_threads: int = 8
+    # Bearer tokens (app/auth.py): full access, and read-only. Empty: the API is open (loopback only).
+    api_tokens: tuple[str, ...] = field(default=(), repr=False)
+    api_read_tokens: tuple[str, ...] = field(default=(), repr=False)
+
+    # migrate: create the pgqw_api / pgqw_worker / pgqw_admin roles (off where a managed database
+    # forbids CREATE ROLE; grants then go to whichever of them a DBA made).
+    create_roles: bool = True
 
 
 def load() -> Settings:
@@ -124,6 +151,9 @@ def load() -> Settings:
         public_url=os.environ.get("PUBLIC_URL") or None,
         max_body_bytes=_int("MAX_BODY_BYTES", 64 * 1024, minimum=1),
         api_threads=_int("API_THREADS", 8, minimum=1),
+        api_tokens=tokens("API_TOKENS"),
+        api_read_tokens=tokens("API_READ_TOKENS"),
+        create_roles=_bool("PGQW_CREATE_ROLES", True),
     )
     if s.sim_max_latency_ms < s.sim_min_latency_ms:
         raise ConfigError(

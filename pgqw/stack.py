@@ -93,7 +93,8 @@ class Stack:
             if not proc.alive():
                 raise RuntimeError(f"the API exited at start:\n{proc.log()}")
             try:
-                with urllib.request.urlopen(f"{url}/api/openapi.json", timeout=1) as r:
+                # The page, not /api: it answers with or without API_TOKENS set.
+                with urllib.request.urlopen(f"{url}/", timeout=1) as r:
                     return r.status == 200
             except OSError:
                 return False

@@ -32,13 +32,20 @@ class Sent:
     error: str | None
 
 
+def _api_token() -> str | None:
+    """The first of API_TOKENS, so burst works against an API that asks for a token."""
+    found = config.tokens("API_TOKENS")
+    return found[0] if found else None
+
+
 def post_job(base_url: str, key: str, payload: dict | None = None, timeout: float = 30.0) -> Sent:
     """One POST /api/jobs; never raises for an HTTP or network failure, it reports it."""
     body = json.dumps({"type": "listing_flyer", "payload": payload or EXAMPLE_LISTING}).encode()
-    request = urllib.request.Request(
-        f"{base_url}/api/jobs", data=body, method="POST",
-        headers={"Content-Type": "application/json", "Idempotency-Key": key},
-    )
+    headers = {"Content-Type": "application/json", "Idempotency-Key": key}
+    token = _api_token()
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(f"{base_url}/api/jobs", data=body, method="POST", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             data = json.loads(response.read())

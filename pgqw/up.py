@@ -44,8 +44,11 @@ def _say(text: str) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    from app.serve import check_exposure
+
     settings = config.load()
     port = args.port if args.port is not None else settings.port
+    check_exposure(args.host, settings)  # before anything starts
     env = dict(os.environ)
     if settings.database_url:
         url = settings.database_url
@@ -60,7 +63,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     env["PORT"] = str(port)
     env.setdefault("PYTHONUNBUFFERED", "1")
 
-    commands = [("api", [sys.executable, "-m", "pgqw.cli", "api", "--port", str(port)])]
+    commands = [("api", [sys.executable, "-m", "pgqw.cli", "api", "--port", str(port), "--host", args.host])]
     for i in range(1, args.workers + 1):
         commands.append((f"w{i}", [sys.executable, "-m", "pgqw.cli", "worker", "--id", f"w{i}"]))
     global _WIDTH
@@ -90,7 +93,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         child = Child(name, process)
         children.append(child)
         threading.Thread(target=_pump, args=(child, width, lock), daemon=True).start()
-    _say(f"API and page: {config.public_base_url(settings) if settings.public_url else f'http://127.0.0.1:{port}'}"
+    _say(f"API and page: {config.public_base_url(settings) if settings.public_url else f'http://{args.host}:{port}'}"
          f"  ({args.workers} worker{'s' if args.workers != 1 else ''}; Ctrl+C stops everything)")
 
     exit_code = 0

@@ -21,8 +21,51 @@ class ApiFailure extends Error {
   }
 }
 
+// ---------- authentication ----------
+// With API_TOKENS set, every /api call needs "Authorization: Bearer <token>". The page asks for the
+// token after the first 401 and keeps it in sessionStorage: this tab only, gone when it closes.
+
+const TOKEN_KEY = "pgqw.apiToken";
+
+function apiToken() {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+function authHeaders() {
+  const token = apiToken();
+  return token ? { Authorization: `Bearer ${token}` } : {};
+}
+
+function askForToken() {
+  const bar = $("#auth-bar");
+  if (bar.hidden) {
+    bar.hidden = false;
+    $("#api-token").focus();
+  }
+}
+
+function initAuth() {
+  $("#auth-bar").addEventListener("submit", (event) => {
+    event.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, $("#api-token").value.trim());
+    window.location.reload();
+  });
+  // A link cannot send a header: with a token, flyer links are fetched and shown from memory.
+  document.addEventListener("click", async (event) => {
+    const link = event.target.closest && event.target.closest("a[href]");
+    if (!link || !apiToken() || !/\/api\/jobs\/[^/]+\/flyer$/.test(new URL(link.href).pathname)) return;
+    event.preventDefault();
+    const response = await fetch(link.href, { headers: authHeaders() });
+    if (response.status === 401) return askForToken();
+    if (!response.ok) return;
+    window.open(URL.createObjectURL(await response.blob()), "_blank", "noopener");
+  });
+}
+
 async function api(path, options = {}) {
-  const response = await fetch(path, { headers: { Accept: "application/json" }, ...options });
+  const headers = { Accept: "application/json", ...(options.headers || {}), ...authHeaders() };
+  const response = await fetch(path, { ...options, headers });
+  if (response.status === 401) askForToken();
   let body = null;
   try {
     body = await response.json();
@@ -525,6 +568,7 @@ function attemptRow(a) {
 // ---------- start ----------
 
 document.addEventListener("DOMContentLoaded", () => {
+  initAuth();
   form.init();
   jobs.init();
   dead.init();
