@@ -26,6 +26,15 @@ from pgqw.migrate import migrate
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-slow", action="store_true", help="also run long soaks and benchmarks")
+    parser.addoption("--fuzz-examples", type=int, metavar="N",
+                     help="examples per schemathesis operation and per hypothesis state-machine run "
+                     "(sets PGQW_FUZZ_EXAMPLES and PGQW_HYPOTHESIS_EXAMPLES; the defaults keep CI quick)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    n = config.getoption("--fuzz-examples")
+    if n:
+        os.environ["PGQW_FUZZ_EXAMPLES"] = os.environ["PGQW_HYPOTHESIS_EXAMPLES"] = str(n)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
