@@ -58,6 +58,7 @@ class OwnedCluster:
         self.listen = listen
         self.port = port or free_port()
         self.base = Path(base_dir or tempfile.mkdtemp(prefix="pgqw-cluster-"))
+        self.base.mkdir(parents=True, exist_ok=True)  # a base_dir given may not exist yet
         self.data = self.base / "data"
         self.logfile = self.base / "server.log"
         self.bindir = bin_dir()
