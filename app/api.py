@@ -5,6 +5,7 @@ Every response is {"data": ...} or, through app.errors, {"error": {"code", "mess
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from typing import Any, Callable
 
@@ -27,6 +28,9 @@ PAYLOAD_VALIDATORS: dict[str, Callable[[Any], list[FieldError]]] = {"listing_fly
 JOB_TYPES = tuple(PAYLOAD_VALIDATORS)
 STATUSES = ("pending", "processing", "succeeded", "failed", "dead")
 IDEMPOTENCY_KEY_MAX = 255
+# The rule of the jobs_idempotency_key_charset constraint (db/migrations/0002), checked here first
+# so the answer can say what is wrong with the header.
+IDEMPOTENCY_KEY_RE = re.compile(r"[!-~]{1,255}")
 QUEUE_MAX = 100
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1  # the range of jobs.priority (integer)
 LIMIT_DEFAULT, LIMIT_MAX = 20, 100
@@ -133,8 +137,10 @@ def _idempotency_key() -> str:
     if len(key) > IDEMPOTENCY_KEY_MAX:
         raise ApiError(400, "invalid_idempotency_key",
                        f"the Idempotency-Key header must be at most {IDEMPOTENCY_KEY_MAX} characters")
-    if any(ord(c) < 32 or ord(c) == 127 for c in key):
-        raise ApiError(400, "invalid_idempotency_key", "the Idempotency-Key header must not contain control characters")
+    if not IDEMPOTENCY_KEY_RE.fullmatch(key):
+        raise ApiError(400, "invalid_idempotency_key",
+                       "the Idempotency-Key header may hold only visible ASCII characters (letters, digits and "
+                       "punctuation from ! to ~; no spaces)")
     return key
 
 

@@ -175,8 +175,9 @@ OPENAPI: dict[str, Any] = {
                 "summary": "Enqueue a job (one insert; never waits for the work)",
                 "parameters": [{
                     "name": "Idempotency-Key", "in": "header", "required": True,
-                    "description": "1 to 255 characters; the same key and body again returns the same job",
-                    "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+                    "description": "1 to 255 visible ASCII characters (! to ~, no spaces); the same key and "
+                                   "body again returns the same job",
+                    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]{1,255}$"},
                 }],
                 "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("CreateJob")}}},
                 "responses": {

@@ -1,0 +1,67 @@
+"""The API's limits, each a clear 4xx that changes nothing, and held by the database where it owns
+the rule: idempotency-key length and charset (constraint jobs_idempotency_key_charset), payload size
+(queue_settings.max_payload_bytes, QV413). Body size and page size: tests/api/test_create.py and
+tests/api/test_read.py."""
+from __future__ import annotations
+
+import json
+
+import psycopg
+import pytest
+from flask.testing import FlaskClient
+
+from tests.helpers import LISTING
+
+BODY = {"type": "listing_flyer", "payload": LISTING}
+
+
+@pytest.mark.parametrize("key", [
+    "has space", "tab\there", "caf\u00e9", "k" * 256, " leading", "trailing ", "\x7f",
+], ids=["space", "tab", "non-ascii", "256-chars", "leading-space", "trailing-space", "del"])
+def test_limits_idempotency_key_charset_and_length_are_400(shared_client: FlaskClient, unchanged: None,
+                                                            key: str) -> None:
+    r = shared_client.post("/api/jobs", json=BODY, headers={"Idempotency-Key": key})
+    assert r.status_code == 400
+    assert r.get_json()["error"]["code"] == "invalid_idempotency_key"
+
+
+@pytest.mark.parametrize("key", ["a", "~" * 255, "order-42:v1/2026.11.30_#!@$%^&*()+={}[]|\\;'\"<>,?`"])
+def test_limits_idempotency_key_of_visible_ascii_is_accepted(client: FlaskClient, conn: psycopg.Connection,
+                                                            key: str) -> None:
+    r = client.post("/api/jobs", json=BODY, headers={"Idempotency-Key": key})
+    assert r.status_code == 202
+    stored = conn.execute("select idempotency_key from jobs where id = %s", [r.get_json()["data"]["id"]]).fetchone()
+    assert stored == (key,)
+
+
+@pytest.mark.parametrize("key", ["has space", "caf\u00e9", "nul\u0001", ""])
+def test_limits_idempotency_key_rule_is_a_table_constraint(conn: psycopg.Connection, key: str) -> None:
+    # Even the table's owner, writing the row by hand, cannot store a key outside the rule.
+    with pytest.raises(psycopg.errors.CheckViolation) as exc:
+        conn.execute("insert into jobs (type, payload, max_attempts, idempotency_key) values ('listing_flyer', '{}', 5, %s)", [key])
+    assert exc.value.diag.constraint_name in ("jobs_idempotency_key_charset", "jobs_idempotency_key_length")
+    assert conn.execute("select count(*) from jobs").fetchone()[0] == 0
+
+
+def test_limits_payload_size_is_the_databases_rule(client: FlaskClient, conn: psycopg.Connection) -> None:
+    # The API has no payload limit of its own: lower the table's and the same request becomes a 413.
+    size = len(json.dumps(LISTING).encode())
+    assert client.post("/api/jobs", json=BODY, headers={"Idempotency-Key": "fits"}).status_code == 202
+    conn.execute("update queue_settings set max_payload_bytes = %s", [size // 2])
+    r = client.post("/api/jobs", json=BODY, headers={"Idempotency-Key": "too-big"})
+    assert r.status_code == 413
+    assert r.get_json()["error"]["code"] == "payload_too_large"
+    assert r.get_json()["error"]["details"]["sqlstate"] == "QV413"
+    assert conn.execute("select count(*) from jobs").fetchone()[0] == 1
+
+
+def test_limits_constraint_violation_is_a_400_naming_the_rule(client: FlaskClient, conn: psycopg.Connection) -> None:
+    # A table rule the API does not check itself still ends as a 400 in the envelope, never a 500:
+    # here a DBA's extra constraint on the queue name.
+    conn.execute("alter table jobs add constraint jobs_queue_no_test check (queue <> 'forbidden')")
+    r = client.post("/api/jobs", json={**BODY, "queue": "forbidden"}, headers={"Idempotency-Key": "q-1"})
+    assert r.status_code == 400
+    error = r.get_json()["error"]
+    assert error["code"] == "constraint_violated"
+    assert error["details"] == {"sqlstate": "23514", "constraint": "jobs_queue_no_test"}
+    assert conn.execute("select count(*) from jobs").fetchone()[0] == 0
