@@ -5,6 +5,11 @@
 - An applied migration must never change: its checksum is recorded and a changed file is refused.
 - Function files are `CREATE OR REPLACE` and are all applied again, in one transaction, every run.
 - A session advisory lock makes two runners at once safe: the second waits, then finds nothing to do.
+- Roles (db/security/roles.sql): pgqw_api, pgqw_worker and pgqw_admin are made when missing, unless
+  create_roles is False (a managed database that forbids CREATE ROLE). Roles are server-wide, so two
+  migrates of different databases may make them at once: a role made meanwhile is not an error.
+- Grants (db/security/grants.sql) are applied every run, in the functions' transaction, to whichever of
+  the three roles exist: PUBLIC gets nothing, each role exactly its list.
 """
 from __future__ import annotations
 
@@ -32,6 +37,8 @@ class MigrateResult:
     applied: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     functions: list[str] = field(default_factory=list)
+    # What the security files said: "created role pgqw_api", "role pgqw_admin does not exist: ...".
+    notices: list[str] = field(default_factory=list)
 
 
 def _checksum(text: str) -> str:
@@ -62,12 +69,43 @@ def function_files(sql_dir: Path = SQL_DIR) -> list[Path]:
     return sorted((sql_dir / "functions").glob("*.sql"))
 
 
+def roles_file(sql_dir: Path = SQL_DIR) -> Path:
+    return sql_dir / "security" / "roles.sql"
+
+
+def grants_file(sql_dir: Path = SQL_DIR) -> Path:
+    return sql_dir / "security" / "grants.sql"
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        raise MigrationError(f"{path.parent.name}/{path.name}: missing") from None
+
+
 def migrate(
-    dsn: str, *, sql_dir: Path = SQL_DIR, log: Callable[[str], None] = lambda _m: None
+    dsn: str,
+    *,
+    sql_dir: Path = SQL_DIR,
+    log: Callable[[str], None] = lambda _m: None,
+    create_roles: bool = True,
 ) -> MigrateResult:
-    """Brings the database at dsn up to date. Raises MigrationError (file and line) on failure."""
+    """Brings the database at dsn up to date. Raises MigrationError (file and line) on failure.
+
+    create_roles=False skips CREATE ROLE (db/security/roles.sql) for a database whose server forbids
+    it; the grants are applied all the same, to whichever of the roles a DBA made.
+    """
     result = MigrateResult()
+    listening: list[bool] = []
+
+    def on_notice(diag: psycopg.errors.Diagnostic) -> None:
+        if listening and diag.message_primary:
+            result.notices.append(diag.message_primary)
+            log(f"roles     {diag.message_primary}")
+
     with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.add_notice_handler(on_notice)
         conn.execute("select pg_advisory_lock(%s)", [LOCK_KEY])
         try:
             conn.execute(
@@ -107,7 +145,26 @@ def migrate(
                 log(f"applied   {path.name}")
                 result.applied.append(path.name)
 
+            if create_roles:
+                path = roles_file(sql_dir)
+                sql = _read(path)
+                listening.append(True)
+                try:
+                    conn.execute(sql.encode())
+                except psycopg.errors.InsufficientPrivilege as exc:
+                    raise MigrationError(
+                        f"security/{path.name}: {exc.diag.message_primary or exc}: run migrate as a role with "
+                        "CREATEROLE, or skip making roles (pgqw migrate --no-roles, PGQW_CREATE_ROLES=0) and "
+                        "have a DBA make pgqw_api, pgqw_worker and pgqw_admin"
+                    ) from exc
+                except psycopg.Error as exc:
+                    raise MigrationError(f"security/{path.name}: {exc.diag.message_primary or exc}") from exc
+                finally:
+                    listening.clear()
+
             files = function_files(sql_dir)
+            grants = grants_file(sql_dir)
+            grants_sql = _read(grants)
             with conn.transaction():
                 # First pass without body checks so functions may call ones later in the alphabet,
                 # then a checked pass so a broken body is reported with its file and line.
@@ -122,6 +179,17 @@ def migrate(
                                 f"functions/{path.name}: {_where(exc, sql)}: "
                                 f"{exc.diag.message_primary or exc} (no function file was applied)"
                             ) from exc
+                # The grants, in the same transaction: a new function is never left open to PUBLIC.
+                listening.append(True)
+                try:
+                    conn.execute(grants_sql.encode())
+                except psycopg.Error as exc:
+                    raise MigrationError(
+                        f"security/{grants.name}: {exc.diag.message_primary or exc} "
+                        "(no function file was applied)"
+                    ) from exc
+                finally:
+                    listening.clear()
             result.functions = [p.name for p in files]
             log(f"functions {len(files)} re-applied")
         finally:

@@ -1,16 +1,22 @@
-"""pgqw migrate: once each, in order, safely twice and twice at once, and a failure leaves nothing."""
+"""pgqw migrate: once each, in order, safely twice and twice at once, and a failure leaves nothing;
+the roles it makes (unless told not to) and the grants it applies to whichever roles exist."""
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
 import threading
+import time
+import uuid
 from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
-from pgqw.migrate import SQL_DIR, MigrationError, function_files, migrate, migration_files
+from pgqw.migrate import (SQL_DIR, MigrationError, function_files, grants_file, migrate, migration_files,
+                          roles_file)
 from tests.helpers import rows
 
 
@@ -25,6 +31,12 @@ def _schema(dsn: str) -> list:
             rows(c, "select p.proname, pg_get_functiondef(p.oid) as def from pg_proc p"
                     " where p.pronamespace = 'public'::regnamespace order by 1"),
             rows(c, "select version, name, checksum from schema_migrations order by version"),
+            # Who may do what (db/security/grants.sql).
+            rows(c, "select p.proname, array(select a::text from unnest(p.proacl) a order by 1) as acl"
+                    " from pg_proc p where p.pronamespace = 'public'::regnamespace order by 1"),
+            rows(c, "select c.relname, array(select a::text from unnest(c.relacl) a order by 1) as acl"
+                    " from pg_class c where c.relnamespace = 'public'::regnamespace and c.relkind = 'r'"
+                    " order by 1"),
         ]
 
 
@@ -119,7 +131,7 @@ def test_migrate_sql_files_install_with_psql_alone(empty_db_url: str) -> None:
     psql = shutil.which("psql")
     if psql is None:
         pytest.skip("psql is not installed on this machine (the Python runner is tested above)")
-    files = [p for _, p in migration_files()] + function_files()
+    files = [p for _, p in migration_files()] + function_files() + [roles_file(), grants_file()]
     args = [psql, "-v", "ON_ERROR_STOP=1", "-q", "-d", empty_db_url]
     for f in files:
         args += ["-f", str(f)]
@@ -130,6 +142,10 @@ def test_migrate_sql_files_install_with_psql_alone(empty_db_url: str) -> None:
     with psycopg.connect(empty_db_url, autocommit=True) as c:
         job = rows(c, "select * from enqueue_job('t', '{}', 'k')")[0]
         assert rows(c, "select id from claim_job('w1')")[0]["id"] == job["id"]
+        # grants.sql worked without schema_migrations (which only pgqw migrate makes).
+        assert rows(c, "select has_function_privilege('pgqw_worker', 'claim_job(text,text[],integer,timestamptz)',"
+                       " 'execute') as ok")[0]["ok"]
+        assert not rows(c, "select has_table_privilege('pgqw_worker', 'jobs', 'update') as ok")[0]["ok"]
 
 
 def test_cli_migrate_reports_a_bad_database_in_one_line() -> None:
@@ -142,3 +158,231 @@ def test_cli_migrate_reports_a_bad_database_in_one_line() -> None:
     assert "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "cannot reach the database" in done.stderr
+
+
+# ---- roles and grants ----
+# pgqw_api, pgqw_worker and pgqw_admin are server-wide and other databases' grants depend on them, so
+# they can neither be dropped nor be missing here. Tests of a missing role, or of making one, use a
+# copy of db/ whose security files name roles of their own, made and dropped by the test.
+
+def _privilege(dsn: str, query: str, params: list) -> bool:
+    with psycopg.connect(dsn) as c:
+        return bool(rows(c, query, params)[0]["ok"])
+
+
+def _can_execute(dsn: str, role: str, signature: str) -> bool:
+    return _privilege(dsn, "select has_function_privilege(%s, %s, 'execute') as ok", [role, signature])
+
+
+def _can(dsn: str, role: str, table: str, privilege: str) -> bool:
+    return _privilege(dsn, "select has_table_privilege(%s, %s, %s) as ok", [role, table, privilege])
+
+
+def _role_exists(dsn: str, role: str) -> bool:
+    with psycopg.connect(dsn) as c:
+        return bool(rows(c, "select count(*) as n from pg_roles where rolname = %s", [role])[0]["n"])
+
+
+ENQUEUE = "enqueue_job(text,jsonb,text,text,integer,timestamptz,integer)"
+CLAIM = "claim_job(text,text[],integer,timestamptz)"
+
+
+class Roles:
+    """Three roles with names of their own, in a copy of db/ whose security files use them."""
+
+    def __init__(self, pg_server: str, tmp_path: Path) -> None:
+        tag = uuid.uuid4().hex[:8]
+        self.pg_server = pg_server
+        self.api, self.worker, self.admin = (f"pgqwt_{tag}_{k}" for k in ("api", "worker", "admin"))
+        self.sql_dir = _copy_sql(tmp_path)
+        for path in (roles_file(self.sql_dir), grants_file(self.sql_dir)):
+            text = path.read_text()
+            for standard, own in (("pgqw_api", self.api), ("pgqw_worker", self.worker), ("pgqw_admin", self.admin)):
+                assert f"'{standard}'" in text, (path.name, standard)
+                text = text.replace(f"'{standard}'", f"'{own}'")
+            path.write_text(text)
+        self.databases: list[str] = []
+
+    def all(self) -> tuple[str, str, str]:
+        return self.api, self.worker, self.admin
+
+    def drop(self) -> None:
+        with psycopg.connect(self.pg_server, autocommit=True) as admin:
+            for name in self.databases:
+                admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+            existing = [r for r in self.all() if _role_exists(self.pg_server, r)]
+            for dsn in self._dsns_with_grants(admin) if existing else []:
+                with psycopg.connect(dsn, autocommit=True) as c:
+                    c.execute(sql.SQL("drop owned by {}").format(
+                        sql.SQL(", ").join(sql.Identifier(r) for r in existing)))
+            for role in self.all():
+                admin.execute(sql.SQL("drop role if exists {}").format(sql.Identifier(role)))
+
+    def _dsns_with_grants(self, admin: psycopg.Connection) -> list[str]:
+        # The databases the test did not make itself (empty_db_url) still hold grants to these roles.
+        found = rows(admin, "select distinct d.datname from pg_shdepend s join pg_database d on d.oid = s.dbid"
+                            " where s.refobjid in (select oid from pg_roles where rolname = any(%s))",
+                     [list(self.all())])
+        return [make_conninfo(self.pg_server, dbname=r["datname"]) for r in found]
+
+    def new_database(self, owner: str | None = None) -> str:
+        name = f"pgqw_e_{uuid.uuid4().hex[:12]}"
+        self.databases.append(name)
+        with psycopg.connect(self.pg_server, autocommit=True) as admin:
+            query = "create database {} owner {}" if owner else "create database {}"
+            admin.execute(sql.SQL(query).format(*(sql.Identifier(n) for n in ([name, owner] if owner else [name]))))
+        return make_conninfo(self.pg_server, dbname=name)
+
+
+@pytest.fixture
+def own_roles(pg_server: str, tmp_path: Path):
+    roles = Roles(pg_server, tmp_path)
+    yield roles
+    roles.drop()
+
+
+def test_migrate_makes_the_roles_and_grants_them_their_work(empty_db_url: str) -> None:
+    result = migrate(empty_db_url)
+    for role in ("pgqw_api", "pgqw_worker", "pgqw_admin"):
+        assert _role_exists(empty_db_url, role)
+    assert _can_execute(empty_db_url, "pgqw_api", ENQUEUE) and not _can_execute(empty_db_url, "pgqw_api", CLAIM)
+    assert _can_execute(empty_db_url, "pgqw_worker", CLAIM) and not _can_execute(empty_db_url, "pgqw_worker", ENQUEUE)
+    assert _can(empty_db_url, "pgqw_api", "jobs", "select") and not _can(empty_db_url, "pgqw_api", "jobs", "insert")
+    assert result.functions  # and the functions were applied in the same run
+
+
+def test_migrate_without_roles_on_a_fresh_database_grants_only_to_roles_that_exist(
+    pg_server: str, own_roles: Roles
+) -> None:
+    dsn = own_roles.new_database()
+    result = migrate(dsn, sql_dir=own_roles.sql_dir, create_roles=False)
+    assert result.applied and result.functions
+    assert not any(_role_exists(dsn, r) for r in own_roles.all())  # none made, and none was needed
+    assert len(result.notices) == 3  # one "does not exist: skipped" per role
+    with psycopg.connect(dsn) as c:
+        open_to_public = rows(c, "select p.proname from pg_proc p where p.pronamespace = 'public'::regnamespace"
+                                 " and (p.proacl is null or exists (select 1 from aclexplode(p.proacl) a"
+                                 " where a.grantee = 0))")
+    assert open_to_public == []
+
+    # A DBA makes one of the roles by hand; the next migrate (still without making roles) grants to it.
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute(sql.SQL("create role {} login").format(sql.Identifier(own_roles.worker)))
+    migrate(dsn, sql_dir=own_roles.sql_dir, create_roles=False)
+    assert _can_execute(dsn, own_roles.worker, CLAIM)
+    assert _can(dsn, own_roles.worker, "queue_settings", "select")
+    assert not _can(dsn, own_roles.worker, "jobs", "update")
+    assert not _role_exists(dsn, own_roles.api) and not _role_exists(dsn, own_roles.admin)
+    with psycopg.connect(dsn, autocommit=True) as owner:
+        job = rows(owner, "select * from enqueue_job('t', '{}', 'by-hand')")[0]
+    with psycopg.connect(make_conninfo(dsn, user=own_roles.worker), autocommit=True) as worker:
+        assert rows(worker, "select id from claim_job('w1')")[0]["id"] == job["id"]
+
+    # With create_roles the others are made, and granted in the same run.
+    result = migrate(dsn, sql_dir=own_roles.sql_dir)
+    assert result.notices == [f"created role {own_roles.api}", f"created role {own_roles.admin}"]
+    assert _can_execute(dsn, own_roles.api, ENQUEUE)
+    assert _can(dsn, own_roles.admin, "queue_settings", "update")
+
+
+def test_migrate_tolerates_a_role_made_meanwhile_by_another_session(pg_server: str, own_roles: Roles) -> None:
+    """Two migrates of different databases of one server, both making the same role: here the other
+    one is held mid-transaction, so this migrate's CREATE ROLE waits for it and then finds the role
+    made (unique_violation), which must not fail the migrate."""
+    dsn = own_roles.new_database()
+    app_name = f"pgqw-migrate-{uuid.uuid4().hex[:8]}"
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            migrate(make_conninfo(dsn, application_name=app_name), sql_dir=own_roles.sql_dir)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    with psycopg.connect(pg_server) as other:  # a transaction, not autocommit
+        other.execute(sql.SQL("create role {} login").format(sql.Identifier(own_roles.worker)))
+        thread = threading.Thread(target=run)
+        thread.start()
+        deadline = time.monotonic() + 60
+        with psycopg.connect(pg_server, autocommit=True) as watch:
+            while not rows(watch, "select 1 from pg_stat_activity where application_name = %s"
+                                  " and wait_event_type = 'Lock'", [app_name]):
+                assert thread.is_alive() and time.monotonic() < deadline, \
+                    f"migrate never waited for the other session's role: {errors}"
+                time.sleep(0.05)
+        other.commit()
+    thread.join(60)
+    assert not thread.is_alive()
+    assert errors == []
+    assert all(_role_exists(dsn, r) for r in own_roles.all())
+    assert _can_execute(dsn, own_roles.worker, CLAIM)
+
+
+def test_migrate_two_databases_at_once_make_the_roles_once(own_roles: Roles) -> None:
+    dsns = [own_roles.new_database() for _ in range(3)]
+    errors: list[BaseException] = []
+
+    def run(dsn: str) -> None:
+        try:
+            migrate(dsn, sql_dir=own_roles.sql_dir)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(d,)) for d in dsns]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    for dsn in dsns:
+        assert _can_execute(dsn, own_roles.api, ENQUEUE)
+
+
+def test_migrate_by_an_owner_without_createrole_needs_no_roles(pg_server: str, own_roles: Roles) -> None:
+    """A managed database: the queue's owner may not create roles. Making them fails with a message
+    that says what to do; without making them, migrate works, and the functions, owned by that
+    ordinary role, do the work of a role a DBA made by hand."""
+    owner = f"{own_roles.api}_owner"
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute(sql.SQL("create role {} login").format(sql.Identifier(owner)))
+    try:
+        dsn = make_conninfo(own_roles.new_database(owner=owner), user=owner)
+        with pytest.raises(MigrationError, match="--no-roles") as exc:
+            migrate(dsn, sql_dir=own_roles.sql_dir)
+        assert "security/roles.sql" in str(exc.value)
+        assert not _role_exists(dsn, own_roles.api)
+
+        migrate(dsn, sql_dir=own_roles.sql_dir, create_roles=False)
+        with psycopg.connect(pg_server, autocommit=True) as admin:
+            admin.execute(sql.SQL("create role {} login").format(sql.Identifier(own_roles.api)))
+        migrate(dsn, sql_dir=own_roles.sql_dir, create_roles=False)
+        with psycopg.connect(make_conninfo(dsn, user=own_roles.api), autocommit=True) as api:
+            job = rows(api, "select * from enqueue_job('t', '{}', 'managed')")[0]
+            assert rows(api, "select status from jobs where id = %s", [job["id"]])[0]["status"] == "pending"
+            with pytest.raises(psycopg.Error) as refused:
+                api.execute("update jobs set status = 'dead'")
+            assert refused.value.sqlstate == "42501"
+        with psycopg.connect(dsn) as c:
+            assert rows(c, "select p.proowner::regrole::text as o from pg_proc p where p.proname = 'enqueue_job'")[0]["o"] \
+                == owner
+    finally:
+        own_roles.drop()
+        with psycopg.connect(pg_server, autocommit=True) as admin:
+            admin.execute(sql.SQL("drop role if exists {}").format(sql.Identifier(owner)))
+
+
+def test_migrate_broken_grants_keep_the_old_functions(empty_db_url: str, tmp_path: Path) -> None:
+    sql_dir = _copy_sql(tmp_path)
+    migrate(empty_db_url, sql_dir=sql_dir)
+    before = _schema(empty_db_url)
+    claim = sql_dir / "functions" / "claim_job.sql"
+    claim.write_text(claim.read_text().replace("-- plpgsql, not sql:", "-- (changed) plpgsql, not sql:"))
+    grants = grants_file(sql_dir)
+    good = grants.read_text()
+    grants.write_text(good + "\ngrant select on table no_such_table to pgqw_admin;\n")
+    with pytest.raises(MigrationError, match="security/grants.sql"):
+        migrate(empty_db_url, sql_dir=sql_dir)
+    assert _schema(empty_db_url) == before
+    grants.write_text(good)
+    migrate(empty_db_url, sql_dir=sql_dir)  # the changed function goes in with grants that work
+    assert "(changed)" in str(_schema(empty_db_url)[3])

@@ -3,6 +3,9 @@
 -- jitter is random() in [0, 1) unless given, so the formula can be tabulated (see docs/sql.md).
 -- Arguments left null take their value from queue_settings.
 -- Raises QV400 when an argument is out of range.
+-- Security invoker: runs with the caller's rights, so it needs SELECT on queue_settings (it shows
+-- nothing a caller could not read anyway); search_path pinned (public, pg_temp).
+-- EXECUTE: pgqw_admin (db/security/grants.sql).
 create or replace function backoff_delay(
     p_attempt        integer,
     p_base_ms        integer default null,
@@ -11,6 +14,7 @@ create or replace function backoff_delay(
     p_jitter         double precision default random()
 ) returns interval
 language plpgsql volatile
+set search_path = public, pg_temp
 as $$
 declare
     v_settings queue_settings;

@@ -4,6 +4,9 @@
 --   select * from claim_job('w1');
 --   select * from claim_job('w1', array['emails']);
 -- Raises QV400 for a missing worker id or an out-of-range lease or queue list.
+-- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
+-- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
+-- the queue's. EXECUTE: pgqw_worker and pgqw_admin (db/security/grants.sql).
 create or replace function claim_job(
     p_worker_id  text,
     p_queues     text[] default null,
@@ -11,6 +14,8 @@ create or replace function claim_job(
     p_now        timestamptz default now()
 ) returns setof jobs
 language plpgsql
+security definer
+set search_path = public, pg_temp
 as $$
 begin
     -- plpgsql, not sql: its call of claim_jobs is planned once per session, not once per call.

@@ -11,6 +11,9 @@
 -- out: no bitmap scan (with stale statistics, a burst, it sorted the whole backlog on every call), no
 -- sequential scan (a plan made while idle updated the picked rows by reading the whole table). The
 -- cost of those disabled paths would trip JIT compilation, which a claim never needs (jit = off).
+-- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
+-- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
+-- the queue's. EXECUTE: pgqw_worker and pgqw_admin (db/security/grants.sql).
 create or replace function claim_jobs(
     p_worker_id  text,
     p_limit      integer,
@@ -19,6 +22,8 @@ create or replace function claim_jobs(
     p_now        timestamptz default now()
 ) returns setof jobs
 language plpgsql
+security definer
+set search_path = public, pg_temp
 set plan_cache_mode = force_generic_plan
 set enable_bitmapscan = off
 set enable_seqscan = off

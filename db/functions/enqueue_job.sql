@@ -4,6 +4,9 @@
 -- Notifies channel pgqw_jobs (payload: the queue) when the new job is ready now.
 -- Raises QV400 (bad argument), QV413 (payload larger than queue_settings.max_payload_bytes),
 -- QI409 (the key was already used with a different type, payload, queue or priority).
+-- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
+-- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
+-- the queue's. EXECUTE: pgqw_api and pgqw_admin (db/security/grants.sql).
 create or replace function enqueue_job(
     p_type             text,
     p_payload          jsonb,
@@ -19,6 +22,8 @@ create or replace function enqueue_job(
     idempotency_key text, queue text, priority integer, created boolean
 )
 language plpgsql
+security definer
+set search_path = public, pg_temp
 as $$
 #variable_conflict use_variable
 declare

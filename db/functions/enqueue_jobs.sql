@@ -6,6 +6,9 @@
 -- Returns one row per element, in input order.
 -- Raises QV400 (not an array, a bad element, a key twice in the batch), QV413 (a payload too large),
 -- QI409 (a key used before for a different job).
+-- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
+-- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
+-- the queue's. EXECUTE: pgqw_api and pgqw_admin (db/security/grants.sql).
 create or replace function enqueue_jobs(
     p_jobs  jsonb
 ) returns table (
@@ -15,6 +18,8 @@ create or replace function enqueue_jobs(
     idempotency_key text, queue text, priority integer, created boolean
 )
 language plpgsql
+security definer
+set search_path = public, pg_temp
 as $$
 #variable_conflict use_variable
 declare

@@ -2,12 +2,17 @@
 -- (or queue_settings.lease_ms). No status change. Returns the jobs whose lease was extended:
 -- a job the worker asked for that is missing from the result is no longer its own (it was swept).
 -- Raises QV400 for a missing worker id, a null job list or a bad lease.
+-- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
+-- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
+-- the queue's. EXECUTE: pgqw_worker and pgqw_admin (db/security/grants.sql).
 create or replace function heartbeat(
     p_worker_id  text,
     p_job_ids    uuid[],
     p_lease_ms   integer default null
 ) returns table (job_id uuid, lease_expires_at timestamptz)
 language plpgsql
+security definer
+set search_path = public, pg_temp
 as $$
 begin
     if p_worker_id is null or btrim(p_worker_id) = '' then

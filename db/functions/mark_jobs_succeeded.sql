@@ -3,12 +3,17 @@
 -- the others (swept, handed back) are left alone and are missing from the result, so the caller can
 -- tell which late results were ignored. Their job_attempts rows become succeeded.
 -- Raises QV400 for a null argument or arrays of different lengths.
+-- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
+-- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
+-- the queue's. EXECUTE: pgqw_worker and pgqw_admin (db/security/grants.sql).
 create or replace function mark_jobs_succeeded(
     p_worker_id  text,
     p_job_ids    uuid[],
     p_attempts   integer[]
 ) returns setof jobs
 language plpgsql
+security definer
+set search_path = public, pg_temp
 as $$
 begin
     if p_worker_id is null or p_job_ids is null or p_attempts is null then

@@ -3,12 +3,17 @@
 -- result from a worker whose lease expired and whose job was swept changes nothing.
 -- Its job_attempts row becomes succeeded. Returns the updated job.
 -- Raises QV400 (null or bad argument), QN404 (no such job), QL409 (the attempt no longer holds the job).
+-- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
+-- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
+-- the queue's. EXECUTE: pgqw_worker and pgqw_admin (db/security/grants.sql).
 create or replace function mark_succeeded(
     p_job_id     uuid,
     p_worker_id  text,
     p_attempt    integer
 ) returns setof jobs
 language plpgsql
+security definer
+set search_path = public, pg_temp
 as $$
 declare
     v_job jobs;

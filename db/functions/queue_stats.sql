@@ -5,9 +5,13 @@
 --   metric 'worker_events'             label = event               claimed, succeeded, failed, swept, handed_back
 -- Every status and outcome appears, with 0 when there are none, so a dashboard never loses a series.
 --   select * from queue_stats();
+-- Security invoker: runs with the caller's rights, so it needs SELECT on jobs and job_attempts (it shows
+-- nothing a caller could not read anyway); search_path pinned (public, pg_temp).
+-- EXECUTE: pgqw_api and pgqw_admin (db/security/grants.sql).
 create or replace function queue_stats()
 returns table (metric text, queue text, label text, value double precision)
 language sql stable
+set search_path = public, pg_temp
 as $$
     with statuses(status) as (values ('pending'), ('processing'), ('succeeded'), ('failed'), ('dead')),
     queues as (select distinct j.queue from jobs j union select 'default'),

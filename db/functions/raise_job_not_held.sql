@@ -2,12 +2,15 @@
 -- Used by mark_succeeded, mark_failed and release_job after their guarded update matched no row.
 -- Never returns. Raises QN404 when the job does not exist, QL409 when it exists but this worker's
 -- attempt no longer holds it (its lease expired and it was swept, it was handed back, or it finished).
+-- Security invoker, search_path pinned (public, pg_temp). EXECUTE: nobody but the owner: only the
+-- security definer functions call it, and they run as the owner.
 create or replace function raise_job_not_held(
     p_job_id     uuid,
     p_worker_id  text,
     p_attempt    integer
 ) returns void
 language plpgsql
+set search_path = public, pg_temp
 as $$
 declare
     v_job jobs;

@@ -3,6 +3,9 @@
 -- max_attempts grows by one so the job keeps all its tries, and its job_attempts row becomes
 -- abandoned with the reason. Returns the updated job.
 -- Raises QV400 (null or bad argument), QN404 (no such job), QL409 (the attempt no longer holds the job).
+-- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
+-- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
+-- the queue's. EXECUTE: pgqw_worker and pgqw_admin (db/security/grants.sql).
 create or replace function release_job(
     p_job_id     uuid,
     p_worker_id  text,
@@ -10,6 +13,8 @@ create or replace function release_job(
     p_reason     text default 'worker shutting down'
 ) returns setof jobs
 language plpgsql
+security definer
+set search_path = public, pg_temp
 as $$
 declare
     v_job jobs;

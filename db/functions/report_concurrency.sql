@@ -3,10 +3,14 @@
 -- An unfinished attempt counts as running until now. At equal timestamps an end is counted before a
 -- start, so back-to-back attempts are not an overlap; an attempt of zero length still counts once. Reads only.
 --   select * from report_concurrency('w');
+-- Security invoker: runs with the caller's rights, so it needs SELECT on job_attempts (it shows
+-- nothing a caller could not read anyway); search_path pinned (public, pg_temp).
+-- EXECUTE: pgqw_admin (db/security/grants.sql).
 create or replace function report_concurrency(
     p_prefix  text default ''
 ) returns table (worker_id text, peak_at_once integer, attempts_run integer)
 language sql stable
+set search_path = public, pg_temp
 as $$
     with mine as (
         select a.* from job_attempts a

@@ -3,6 +3,9 @@
 --   succeeded_twice    jobs with more than one succeeded attempt
 -- plus the jobs and attempts looked at, and flyers and succeeded jobs, for comparison. Reads only.
 --   select * from report_double_runs('w');
+-- Security invoker: runs with the caller's rights, so it needs SELECT on jobs, job_attempts and flyers (it shows
+-- nothing a caller could not read anyway); search_path pinned (public, pg_temp).
+-- EXECUTE: pgqw_admin (db/security/grants.sql).
 create or replace function report_double_runs(
     p_prefix  text default ''
 ) returns table (
@@ -10,6 +13,7 @@ create or replace function report_double_runs(
     succeeded_jobs integer, flyers integer
 )
 language sql stable
+set search_path = public, pg_temp
 as $$
     with mine as (
         select a.* from job_attempts a

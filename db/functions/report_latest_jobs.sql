@@ -1,6 +1,9 @@
 -- report_latest_jobs: the newest jobs with what a person checks first. Reads only.
 --   select * from report_latest_jobs(20);
 -- Raises QV400 when p_limit is not between 1 and 1000.
+-- Security invoker: runs with the caller's rights, so it needs SELECT on jobs (it shows
+-- nothing a caller could not read anyway); search_path pinned (public, pg_temp).
+-- EXECUTE: pgqw_admin (db/security/grants.sql).
 create or replace function report_latest_jobs(
     p_limit  integer default 20
 ) returns table (
@@ -8,6 +11,7 @@ create or replace function report_latest_jobs(
     locked_by text, created_at timestamptz, run_at timestamptz, finished_at timestamptz, last_error text
 )
 language plpgsql stable
+set search_path = public, pg_temp
 as $$
 begin
     if p_limit is null or p_limit < 1 or p_limit > 1000 then

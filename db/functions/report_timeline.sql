@@ -2,6 +2,9 @@
 -- previous attempt's end to this one's start). Reads only.
 --   select * from report_timeline('c031554e-1af9-4611-b311-031622661edc');
 -- Raises QV400 for a null id, QN404 for an unknown job.
+-- Security invoker: runs with the caller's rights, so it needs SELECT on jobs and job_attempts (it shows
+-- nothing a caller could not read anyway); search_path pinned (public, pg_temp).
+-- EXECUTE: pgqw_admin (db/security/grants.sql).
 create or replace function report_timeline(
     p_job_id  uuid
 ) returns table (
@@ -9,6 +12,7 @@ create or replace function report_timeline(
     wait_before_s numeric, duration_s numeric, outcome text, error text
 )
 language plpgsql stable
+set search_path = public, pg_temp
 as $$
 begin
     if p_job_id is null then

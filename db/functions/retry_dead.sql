@@ -3,11 +3,16 @@
 -- attempts being reset, so attempt numbers keep counting and the history in job_attempts is kept.
 -- Returns the updated job.
 -- Raises QV400 (null or bad argument), QN404 (no such job), QS409 (the job is not dead).
+-- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
+-- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
+-- the queue's. EXECUTE: pgqw_api and pgqw_admin (db/security/grants.sql).
 create or replace function retry_dead(
     p_job_id          uuid,
     p_extra_attempts  integer default null
 ) returns setof jobs
 language plpgsql
+security definer
+set search_path = public, pg_temp
 as $$
 declare
     v_job jobs;

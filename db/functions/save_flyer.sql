@@ -2,11 +2,16 @@
 -- flyers.job_id is the primary key, so however often or however concurrently a job's work runs,
 -- one flyer exists; on conflict do nothing makes the later writers a no-op. Returns true when this
 -- call stored it. Raises QV400 for a null argument or bytes that are not a PDF, QN404 for an unknown job.
+-- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
+-- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
+-- the queue's. EXECUTE: pgqw_worker and pgqw_admin (db/security/grants.sql).
 create or replace function save_flyer(
     p_job_id  uuid,
     p_pdf     bytea
 ) returns boolean
 language plpgsql
+security definer
+set search_path = public, pg_temp
 as $$
 declare
     v_saved integer;

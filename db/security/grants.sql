@@ -1,0 +1,61 @@
+-- grants: who may do what in this database. Re-applied by every `pgqw migrate` in the transaction that
+-- re-applies the functions, so a function is never callable by PUBLIC, not even for a moment.
+-- Run as the role that owns the queue's tables and functions (the role that ran the migrations).
+--
+-- Nobody but that owner may insert, update, delete or truncate jobs and job_attempts: the roles change
+-- them only through the security definer functions, which make every transition and check it.
+-- PUBLIC (every role on the server) gets nothing. Each of the three roles first loses every privilege
+-- on the queue's tables and functions, then gets the list below, so the list is the whole truth: a
+-- line removed here is a privilege taken away by the next migrate. A role that does not exist is
+-- skipped with a notice (make it, or run `pgqw migrate` without --no-roles, then migrate again).
+do $$
+declare
+    -- Every function in db/functions, one name each (none is overloaded).
+    v_functions constant text := 'backoff_delay, claim_job, claim_jobs, enqueue_job, enqueue_jobs, heartbeat, '
+        'mark_failed, mark_jobs_succeeded, mark_succeeded, queue_stats, raise_job_not_held, release_job, '
+        'report_concurrency, report_double_runs, report_latest_jobs, report_timeline, retry_dead, '
+        'save_flyer, sweep_stuck';
+    -- schema_migrations is pgqw migrate's ledger; a database installed with psql alone has none.
+    v_tables constant text := 'jobs, job_attempts, flyers, queue_settings'
+        || case when to_regclass('schema_migrations') is null then '' else ', schema_migrations' end;
+    v_role text;
+    v_grant record;
+begin
+    execute format('revoke all on table %s from public', v_tables);
+    execute format('revoke all on function %s from public', v_functions);
+
+    foreach v_role in array array['pgqw_api', 'pgqw_worker', 'pgqw_admin'] loop
+        if to_regrole(v_role) is null then
+            raise notice 'role % does not exist: its grants are skipped', v_role;
+            continue;
+        end if;
+        execute format('revoke all on table %s from %I', v_tables, v_role);
+        execute format('revoke all on function %s from %I', v_functions, v_role);
+    end loop;
+
+    for v_grant in
+        select g.role, g.privilege from (values
+            -- The API: POST /api/jobs, POST .../retry, GET /metrics; the job, attempt and flyer reads.
+            ('pgqw_api', 'execute on function enqueue_job, enqueue_jobs, retry_dead, queue_stats'),
+            ('pgqw_api', 'select on table jobs, job_attempts, flyers'),
+            -- Workers. jobs: a job read back after a lost reply; flyers: a flyer made before is not made
+            -- again; queue_settings: lease_ms read at start.
+            ('pgqw_worker', 'execute on function claim_job, claim_jobs, heartbeat, mark_succeeded, '
+                            'mark_jobs_succeeded, mark_failed, release_job, sweep_stuck, save_flyer'),
+            ('pgqw_worker', 'select on table jobs, flyers, queue_settings'),
+            -- Operators (pgqw report, pgqw check-idempotency, psql): every function but the internal
+            -- raise_job_not_held, every table read, the settings changed. Still no direct write to jobs
+            -- or job_attempts: a repair goes through the functions too.
+            ('pgqw_admin', 'execute on function backoff_delay, claim_job, claim_jobs, enqueue_job, '
+                           'enqueue_jobs, heartbeat, mark_failed, mark_jobs_succeeded, mark_succeeded, '
+                           'queue_stats, release_job, report_concurrency, report_double_runs, '
+                           'report_latest_jobs, report_timeline, retry_dead, save_flyer, sweep_stuck'),
+            ('pgqw_admin', format('select on table %s', v_tables)),
+            ('pgqw_admin', 'update on table queue_settings')
+        ) as g(role, privilege)
+        where to_regrole(g.role) is not null
+    loop
+        execute format('grant %s to %I', v_grant.privilege, v_grant.role);
+    end loop;
+end
+$$;

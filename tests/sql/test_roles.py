@@ -1,0 +1,452 @@
+"""The roles migrate makes (db/security): each connects as itself and can do its work, and nothing else.
+
+pgqw_api, pgqw_worker and pgqw_admin are server-wide roles; the grants are this test database's own
+(copied from the migrated template). Every connection here logs in *as* the role, the way the API,
+a worker or an operator would, on the same server and database as the test's owner connection.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Callable, Iterator
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from pgqw import db
+from pgqw.migrate import function_files
+from tests.api import states
+from tests.helpers import LISTING, job_row, one, rows, snapshot
+
+ROLES = ("pgqw_api", "pgqw_worker", "pgqw_admin")
+TABLES = ("jobs", "job_attempts", "flyers", "queue_settings", "schema_migrations")
+TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
+
+# The functions that change state run as their owner (security definer).
+STATE_CHANGING = (
+    "enqueue_job", "enqueue_jobs", "claim_job", "claim_jobs", "mark_succeeded", "mark_jobs_succeeded",
+    "mark_failed", "heartbeat", "sweep_stuck", "release_job", "retry_dead", "save_flyer",
+)
+# The others run with the caller's rights: the reports need SELECT on what they read.
+INVOKER = ("backoff_delay", "raise_job_not_held", "queue_stats", "report_concurrency",
+           "report_double_runs", "report_latest_jobs", "report_timeline")
+
+# Exactly what each role may do (db/security/grants.sql).
+EXECUTE = {
+    "pgqw_api": {"enqueue_job", "enqueue_jobs", "retry_dead", "queue_stats"},
+    "pgqw_worker": {"claim_job", "claim_jobs", "heartbeat", "mark_succeeded", "mark_jobs_succeeded",
+                    "mark_failed", "release_job", "sweep_stuck", "save_flyer"},
+    "pgqw_admin": set(STATE_CHANGING) | set(INVOKER) - {"raise_job_not_held"},
+}
+GRANTED = {
+    "pgqw_api": {("jobs", "SELECT"), ("job_attempts", "SELECT"), ("flyers", "SELECT")},
+    "pgqw_worker": {("jobs", "SELECT"), ("flyers", "SELECT"), ("queue_settings", "SELECT")},
+    "pgqw_admin": {(t, "SELECT") for t in TABLES} | {("queue_settings", "UPDATE")},
+}
+
+# One call of each function with arguments of the right types (what they point at does not matter:
+# a refused call stops before the function runs).
+CALLS = {
+    "enqueue_job": "select * from enqueue_job('t', '{}'::jsonb, 'k-refused')",
+    "enqueue_jobs": "select * from enqueue_jobs('[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"k\"}]')",
+    "retry_dead": "select * from retry_dead(gen_random_uuid())",
+    "queue_stats": "select * from queue_stats()",
+    "claim_job": "select * from claim_job('w-refused')",
+    "claim_jobs": "select * from claim_jobs('w-refused', 10)",
+    "heartbeat": "select * from heartbeat('w-refused', array[gen_random_uuid()])",
+    "mark_succeeded": "select * from mark_succeeded(gen_random_uuid(), 'w-refused', 1)",
+    "mark_jobs_succeeded": "select * from mark_jobs_succeeded('w-refused', array[gen_random_uuid()], array[1])",
+    "mark_failed": "select * from mark_failed(gen_random_uuid(), 'w-refused', 1, 'boom')",
+    "release_job": "select * from release_job(gen_random_uuid(), 'w-refused', 1)",
+    "sweep_stuck": "select * from sweep_stuck()",
+    "save_flyer": "select save_flyer(gen_random_uuid(), '%PDF-1.4'::bytea)",
+    "backoff_delay": "select backoff_delay(1)",
+    "raise_job_not_held": "select raise_job_not_held(gen_random_uuid(), 'w-refused', 1)",
+    "report_timeline": "select * from report_timeline(gen_random_uuid())",
+    "report_concurrency": "select * from report_concurrency('w')",
+    "report_double_runs": "select * from report_double_runs('w')",
+    "report_latest_jobs": "select * from report_latest_jobs(5)",
+}
+
+# Direct writes to the two tables of the state machine: nobody but the owner.
+DIRECT_WRITES = (
+    "insert into jobs (type, idempotency_key, max_attempts) values ('t', 'k-direct', 1)",
+    "update jobs set status = 'succeeded', attempts = 1, finished_at = now()",
+    "delete from jobs",
+    "truncate jobs cascade",
+    "insert into job_attempts (job_id, attempt, worker_id, started_at) values (gen_random_uuid(), 1, 'w', now())",
+    "update job_attempts set outcome = 'succeeded', finished_at = now()",
+    "delete from job_attempts",
+    "truncate job_attempts",
+)
+# Everything else a role may not touch, per role.
+OTHER_REFUSALS = {
+    "pgqw_api": (
+        "insert into flyers (job_id, pdf) select id, '%PDF-1.4'::bytea from jobs limit 1",
+        "delete from flyers",
+        "select * from queue_settings",
+        "update queue_settings set max_payload_bytes = 100000000",
+        "select * from schema_migrations",
+    ),
+    "pgqw_worker": (
+        "insert into flyers (job_id, pdf) select id, '%PDF-1.4'::bytea from jobs limit 1",
+        "update flyers set pdf = '%PDF-x'::bytea",
+        "delete from flyers",
+        "select * from job_attempts",
+        "update queue_settings set lease_ms = 999999999",
+        "select * from schema_migrations",
+    ),
+    "pgqw_admin": (
+        "insert into flyers (job_id, pdf) select id, '%PDF-1.4'::bytea from jobs limit 1",
+        "delete from flyers",
+        "delete from queue_settings",
+        "insert into queue_settings (id) values (true)",
+        "delete from schema_migrations",
+    ),
+}
+
+
+def role_dsn(dsn: str, role: str) -> str:
+    return make_conninfo(dsn, user=role)
+
+
+@pytest.fixture
+def as_role(db_url: str) -> Iterator[Callable[[str], psycopg.Connection]]:
+    """as_role("pgqw_api") → an autocommit connection logged in as that role, closed at the end."""
+    opened: list[psycopg.Connection] = []
+
+    def connect(role: str) -> psycopg.Connection:
+        c = psycopg.connect(role_dsn(db_url, role), autocommit=True)
+        opened.append(c)
+        return c
+
+    yield connect
+    for c in opened:
+        c.close()
+
+
+# ---- the catalog: who holds what ----
+
+def test_roles_are_login_roles_without_special_powers(conn: psycopg.Connection) -> None:
+    found = {r["rolname"]: r for r in rows(
+        conn, "select rolname, rolcanlogin, rolsuper, rolcreaterole, rolcreatedb, rolreplication, rolbypassrls"
+              " from pg_roles where rolname = any(%s)", [list(ROLES)])}
+    assert sorted(found) == sorted(ROLES)
+    for role in ROLES:
+        r = found[role]
+        assert r["rolcanlogin"], role
+        assert not any(r[a] for a in ("rolsuper", "rolcreaterole", "rolcreatedb", "rolreplication",
+                                      "rolbypassrls")), r
+
+
+def test_roles_every_function_is_classified_in_these_tests() -> None:
+    stems = {p.stem for p in function_files()}
+    assert set(STATE_CHANGING) | set(INVOKER) == stems
+    assert not set(STATE_CHANGING) & set(INVOKER)
+    assert set(CALLS) == stems
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_roles_execute_exactly_their_functions(conn: psycopg.Connection, role: str) -> None:
+    allowed = {
+        r["proname"] for r in rows(
+            conn, "select p.proname from pg_proc p where p.pronamespace = 'public'::regnamespace"
+                  " and has_function_privilege(%s, p.oid, 'execute')", [role])
+    }
+    assert allowed == EXECUTE[role]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_roles_hold_exactly_their_table_privileges(conn: psycopg.Connection, role: str) -> None:
+    held = {
+        (table, privilege)
+        for table in TABLES for privilege in TABLE_PRIVILEGES
+        if one(conn, "select has_table_privilege(%s, %s, %s) as ok", [role, f"public.{table}", privilege])["ok"]
+    }
+    assert held == GRANTED[role]
+
+
+def test_roles_nothing_of_the_queue_is_granted_to_public(conn: psycopg.Connection) -> None:
+    # A null ACL means the defaults, which for a function include EXECUTE for PUBLIC (grantee 0).
+    open_functions = rows(
+        conn, "select p.proname from pg_proc p where p.pronamespace = 'public'::regnamespace"
+              " and (p.proacl is null or exists (select 1 from aclexplode(p.proacl) a where a.grantee = 0))")
+    assert open_functions == []
+    open_tables = rows(
+        conn, "select c.relname from pg_class c where c.relnamespace = 'public'::regnamespace"
+              " and c.relname = any(%s)"
+              " and exists (select 1 from aclexplode(c.relacl) a where a.grantee = 0)", [list(TABLES)])
+    assert open_tables == []
+
+
+def test_roles_cannot_create_objects_in_schema_public(conn: psycopg.Connection) -> None:
+    """Pinning search_path to public only protects the functions while nobody but the owner can put
+    objects there; PostgreSQL 15 and later no longer grant CREATE on it to PUBLIC."""
+    for role in ROLES:
+        assert not one(conn, "select has_schema_privilege(%s, 'public', 'create') as ok", [role])["ok"], role
+        assert one(conn, "select has_schema_privilege(%s, 'public', 'usage') as ok", [role])["ok"], role
+
+
+def test_state_changing_functions_are_security_definer_with_a_pinned_search_path(conn: psycopg.Connection) -> None:
+    found = {r["proname"]: r for r in rows(
+        conn, "select proname, prosecdef, coalesce(proconfig, '{}') as config from pg_proc"
+              " where pronamespace = 'public'::regnamespace")}
+    for name in STATE_CHANGING:
+        assert found[name]["prosecdef"], f"{name} is not security definer"
+        assert "search_path=public, pg_temp" in found[name]["config"], (name, found[name]["config"])
+    for name in INVOKER:
+        assert not found[name]["prosecdef"], f"{name} should run with the caller's rights"
+        assert "search_path=public, pg_temp" in found[name]["config"], (name, found[name]["config"])
+
+
+# ---- what each role can do ----
+
+def test_api_role_enqueues_lists_reads_and_retries(conn: psycopg.Connection, as_role) -> None:
+    api = as_role("pgqw_api")
+    assert one(api, "select current_user as u")["u"] == "pgqw_api"
+
+    job = db.enqueue_job(api, type="listing_flyer", payload=dict(LISTING), idempotency_key="api-1")
+    assert job.created and job.status == "pending"
+    again = db.enqueue_job(api, type="listing_flyer", payload=dict(LISTING), idempotency_key="api-1")
+    assert (again.id, again.created) == (job.id, False)
+    batch = db.enqueue_jobs(api, jobs=[
+        {"type": "listing_flyer", "payload": dict(LISTING), "idempotency_key": f"api-batch-{n}"} for n in range(2)])
+    assert [b.created for b in batch] == [True, True]
+    assert {r["id"] for r in rows(conn, "select id from jobs")} == {job.id, *(b.id for b in batch)}
+
+    got = db.get_job(api, job_id=job.id)
+    assert got is not None and got.id == job.id
+    first = db.list_jobs(api, limit=2)
+    assert len(first.jobs) == 2 and first.next_cursor is not None
+    rest = db.list_jobs(api, limit=2, after=first.next_cursor)
+    assert {j.id for j in first.jobs + rest.jobs} == {job.id, *(b.id for b in batch)}
+    assert [j.id for j in db.list_jobs(api, status="pending").jobs] == [j.id for j in first.jobs + rest.jobs]
+    assert db.count_by_status(api)["pending"] == 3
+
+    done = states.succeeded(conn)
+    assert db.get_flyer(api, job_id=done.id) == states.PDF
+    assert [a.outcome for a in db.get_attempts(api, job_id=done.id)] == ["succeeded"]
+
+    dead = states.dead(conn, errors=("a", "b"))
+    retried = db.retry_dead(api, job_id=dead.id)
+    assert (retried.status, retried.attempts) == ("pending", 2)
+    assert job_row(conn, dead.id)["status"] == "pending"
+
+    stats = {(s.metric, s.queue, s.label): s.value for s in db.queue_stats(api)}
+    assert stats[("jobs", "default", "pending")] == 3
+    assert stats[("attempts", None, "succeeded")] == 1
+
+
+def test_worker_role_claims_heartbeats_marks_releases_sweeps_and_saves_flyers(
+    conn: psycopg.Connection, as_role
+) -> None:
+    worker = as_role("pgqw_worker")
+    assert db.get_queue_settings(worker).lease_ms == 60_000
+    db.listen(worker)
+
+    def queue_of(n: int) -> str:
+        queue = f"wq-{uuid.uuid4().hex[:8]}"
+        for _ in range(n):
+            states.pending(conn, queue=queue)
+        return queue
+
+    # claim, heartbeat, flyer, success
+    q = queue_of(1)
+    job = db.claim_job(worker, worker_id="w1", queues=[q])
+    assert job is not None and job.locked_by == "w1" and job.lease_expires_at is not None
+    leases = db.heartbeat(worker, worker_id="w1", job_ids=[job.id], lease_ms=600_000)
+    assert [lease.job_id for lease in leases] == [job.id]
+    assert leases[0].lease_expires_at > job.lease_expires_at
+    assert not db.flyer_exists(worker, job_id=job.id)
+    assert db.save_flyer(worker, job_id=job.id, pdf=states.PDF)
+    assert not db.save_flyer(worker, job_id=job.id, pdf=states.PDF)  # one flyer, however often
+    assert db.flyer_exists(worker, job_id=job.id)
+    assert db.mark_succeeded(worker, job_id=job.id, worker_id="w1", attempt=1).status == "succeeded"
+
+    # batch claim and batch success
+    q = queue_of(2)
+    batch = db.claim_jobs(worker, worker_id="w1", limit=5, queues=[q])
+    assert len(batch) == 2
+    done = db.mark_jobs_succeeded(worker, worker_id="w1", done=[(j.id, j.attempts) for j in batch])
+    assert sorted(j.id for j in done) == sorted(j.id for j in batch)
+
+    # a retryable failure
+    q = queue_of(1)
+    job = db.claim_job(worker, worker_id="w1", queues=[q])
+    assert job is not None
+    failed = db.mark_failed(worker, job_id=job.id, worker_id="w1", attempt=1, error="renderer timed out",
+                            base_ms=3_600_000, max_jitter_ms=0)
+    assert failed.status == "failed" and failed.run_at > datetime.now(timezone.utc) + timedelta(minutes=50)
+
+    # handed back on shutdown
+    q = queue_of(1)
+    job = db.claim_job(worker, worker_id="w1", queues=[q])
+    assert job is not None
+    assert db.release_job(worker, job_id=job.id, worker_id="w1", attempt=1, reason="stopping").status == "pending"
+
+    # a stuck job swept
+    q = queue_of(1)
+    job = db.claim_job(worker, worker_id="w-gone", queues=[q], lease_ms=1)
+    assert job is not None
+    time.sleep(0.02)
+    swept = db.sweep_stuck(worker)
+    assert [(s.job_id, s.status) for s in swept] == [(job.id, "pending")]
+
+    after = db.get_job(worker, job_id=job.id)
+    assert after is not None and after.status == "pending" and after.locked_by is None
+    assert [a["outcome"] for a in rows(conn, "select outcome from job_attempts where job_id = %s", [job.id])] \
+        == ["abandoned"]
+
+
+def test_admin_role_reports_changes_settings_and_repairs(conn: psycopg.Connection, as_role) -> None:
+    admin = as_role("pgqw_admin")
+    dead = states.dead(conn, errors=("a", "b"))
+    done = states.succeeded(conn, worker_id="w-admin-test")
+
+    assert [r.attempt for r in db.report_timeline(admin, job_id=dead.id)] == [1, 2]
+    assert [r.worker_id for r in db.report_concurrency(admin, prefix="w-admin")] == ["w-admin-test"]
+    assert db.report_double_runs(admin, prefix="w-admin").flyers == 1
+    assert {r.id for r in db.report_latest_jobs(admin, limit=10)} == {dead.id, done.id}
+    assert db.count_by_status(admin)["dead"] == 1
+    assert db.summarize_jobs(admin, job_ids=[dead.id, done.id]).flyers == 1
+    assert any(s.metric == "jobs" for s in db.queue_stats(admin))
+    assert one(admin, "select backoff_delay(3, 1000, 0, 3600000, 0) as d")["d"] == timedelta(seconds=4)
+    assert len(rows(admin, "select * from schema_migrations")) >= 1
+    assert db.get_flyer(admin, job_id=done.id) == states.PDF
+
+    admin.execute("update queue_settings set lease_ms = 30000, retry_extra_attempts = 2")
+    assert db.get_queue_settings(conn).lease_ms == 30_000
+
+    retried = db.retry_dead(admin, job_id=dead.id)
+    assert retried.max_attempts == dead.max_attempts + 2  # the setting it just changed
+    claimed = db.claim_job(admin, worker_id="w-admin", queues=[dead.queue])
+    assert claimed is not None and claimed.lease_expires_at - claimed.started_at == timedelta(seconds=30)
+    assert db.mark_succeeded(admin, job_id=dead.id, worker_id="w-admin", attempt=3).status == "succeeded"
+    made = db.enqueue_job(admin, type="listing_flyer", payload=dict(LISTING), idempotency_key="admin-1")
+    assert made.created
+    assert db.sweep_stuck(admin) == []
+
+
+# ---- what each role cannot do (refused calls change nothing: one database for the module) ----
+
+@pytest.fixture(scope="module")
+def shared_db(pg_server: str, template_db: str) -> Iterator[str]:
+    name = f"pgqw_r_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute(sql.SQL("create database {} template {}").format(sql.Identifier(name),
+                                                                       sql.Identifier(template_db)))
+    dsn = make_conninfo(pg_server, dbname=name)
+    with psycopg.connect(dsn, autocommit=True) as owner:
+        # Something in every table, so a refused write would have rows to change.
+        done = states.succeeded(owner)
+        states.dead(owner)
+        states.processing(owner)
+        assert done.status == "succeeded"
+    yield dsn
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="module")
+def role_conns(shared_db: str) -> Iterator[dict[str, psycopg.Connection]]:
+    conns = {role: psycopg.connect(role_dsn(shared_db, role), autocommit=True) for role in ROLES}
+    yield conns
+    for c in conns.values():
+        c.close()
+
+
+@pytest.fixture
+def unchanged(shared_db: str) -> Iterator[None]:
+    with psycopg.connect(shared_db, autocommit=True) as owner:
+        before = snapshot(owner)
+        yield
+        assert snapshot(owner) == before, "a refused statement changed the database"
+
+
+def refused(conn: psycopg.Connection, statement: str) -> str:
+    with pytest.raises(psycopg.Error) as exc:
+        conn.execute(statement)
+    return exc.value.sqlstate or ""
+
+
+@pytest.mark.parametrize("statement", DIRECT_WRITES)
+@pytest.mark.parametrize("role", ROLES)
+def test_roles_cannot_write_jobs_or_attempts_directly(role_conns, unchanged, role: str, statement: str) -> None:
+    assert refused(role_conns[role], statement) == "42501"
+
+
+@pytest.mark.parametrize("role,statement", [(r, s) for r, ss in OTHER_REFUSALS.items() for s in ss])
+def test_roles_cannot_touch_tables_outside_their_grants(role_conns, unchanged, role: str, statement: str) -> None:
+    assert refused(role_conns[role], statement) == "42501"
+
+
+@pytest.mark.parametrize("role,function", [
+    (role, name) for role in ROLES for name in sorted(CALLS) if name not in EXECUTE[role]])
+def test_roles_cannot_call_other_roles_functions(role_conns, unchanged, role: str, function: str) -> None:
+    assert refused(role_conns[role], CALLS[function]) == "42501"
+
+
+# ---- a caller's own objects cannot stand in for the queue's ----
+
+def test_definer_functions_ignore_a_callers_temp_tables(conn: psycopg.Connection, as_role) -> None:
+    states.pending(conn)  # one row in public.jobs
+    api = as_role("pgqw_api")
+    api.execute("create temp table jobs (like public.jobs including all)")
+    api.execute("create temp table queue_settings as select true as id, 1 as max_attempts,"
+                " 0 as backoff_base_ms, 0 as backoff_max_jitter_ms, 0 as backoff_max_delay_ms,"
+                " 1 as lease_ms, 1 as retry_extra_attempts, 2 as max_payload_bytes")
+    # The trap works: in the caller's own statements, its temp tables come first.
+    assert one(api, "select count(*) as n from jobs")["n"] == 0
+    assert one(api, "select max_payload_bytes from queue_settings")["max_payload_bytes"] == 2
+
+    made = db.enqueue_job(api, type="listing_flyer", payload=dict(LISTING), idempotency_key="temp-trap")
+    assert made.created and made.max_attempts == 5  # public.queue_settings, not the temp one
+    assert one(conn, "select count(*) as n from public.jobs where id = %s", [made.id])["n"] == 1
+    assert one(api, "select count(*) as n from pg_temp.jobs")["n"] == 0
+
+    worker = as_role("pgqw_worker")
+    worker.execute("create temp table queue_settings as select 1 as lease_ms")
+    assert one(worker, "select lease_ms from queue_settings")["lease_ms"] == 1
+    job = db.claim_job(worker, worker_id="w-temp", queues=[made.queue])
+    assert job is not None and job.id == made.id
+    assert job.lease_expires_at - job.started_at == timedelta(minutes=1)  # public lease_ms, not 1 ms
+
+
+def test_definer_functions_ignore_functions_in_a_schema_first_on_the_callers_path(
+    conn: psycopg.Connection, as_role
+) -> None:
+    conn.execute("create schema hostile authorization pgqw_worker")
+    worker = as_role("pgqw_worker")
+    worker.execute(
+        "create function hostile.claim_jobs(p_worker_id text, p_limit integer, p_queues text[],"
+        " p_lease_ms integer, p_now timestamptz) returns setof public.jobs language plpgsql as"
+        " $$ begin raise exception using errcode = 'HJ001', message = 'hijacked claim_jobs'; end $$")
+    worker.execute(
+        "create function hostile.backoff_delay(p_attempt integer, p_base_ms integer, p_max_jitter_ms integer,"
+        " p_max_delay_ms integer, p_jitter double precision) returns interval language sql"
+        " as $$ select interval '0' $$")
+    worker.execute(
+        "create function hostile.raise_job_not_held(p_job_id uuid, p_worker_id text, p_attempt integer)"
+        " returns void language plpgsql as $$ begin end $$")
+    worker.execute("create table hostile.queue_settings as select * from public.queue_settings")
+    worker.execute("update hostile.queue_settings set lease_ms = 1")
+    worker.execute("set search_path = hostile, public")
+    # The trap works: unqualified names in the caller's own statements find the hostile objects.
+    with pytest.raises(psycopg.Error) as exc:
+        worker.execute("select * from claim_jobs('w', 1, null::text[], null::integer, now())")  # as claim_job calls it
+    assert exc.value.sqlstate == "HJ001"
+    assert one(worker, "select backoff_delay(1, 60000, 0, 3600000, 0) as d")["d"] == timedelta(0)
+
+    job = states.pending(conn)
+    claimed = db.claim_job(worker, worker_id="w-h", queues=[job.queue])  # claim_job calls claim_jobs
+    assert claimed is not None and claimed.id == job.id
+    assert claimed.lease_expires_at - claimed.started_at == timedelta(minutes=1)
+    failed = db.mark_failed(worker, job_id=job.id, worker_id="w-h", attempt=1, error="boom",
+                            base_ms=60_000, max_jitter_ms=0, max_delay_ms=3_600_000)
+    assert failed.run_at - datetime.now(timezone.utc) > timedelta(seconds=50)  # public.backoff_delay
+    with pytest.raises(psycopg.Error) as exc:
+        db.mark_succeeded(worker, job_id=job.id, worker_id="w-h", attempt=1)
+    assert exc.value.sqlstate == "QL409"  # public.raise_job_not_held explained and raised
