@@ -129,6 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="docs/evidence", help="folder to write to (default docs/evidence)")
     p.set_defaults(func=_lazy("pgqw.evidence", "cmd_evidence"))
 
+    from . import soak
+
+    soak.add_parser(sub)
+
     p = sub.add_parser("bench", help="run the benchmark suite and write docs/benchmarks.md",
                        description="Measure the queue against the raw SKIP LOCKED ceiling of this machine.")
     p.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")

@@ -18,7 +18,8 @@ from pgqw.stack import free_port, wait_for
 from pgqw.tools import EXAMPLE_LISTING
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBCOMMANDS = ["migrate", "api", "worker", "up", "burst", "report", "check-idempotency", "evidence", "bench"]
+SUBCOMMANDS = ["migrate", "api", "worker", "up", "burst", "report", "check-idempotency", "evidence", "bench",
+               "soak"]
 
 
 def _pgqw(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -42,6 +43,10 @@ def test_cli_every_subcommand_has_help(command: str) -> None:
         (["worker"], {"WORKER_CONCURRENCY": "many"}, "WORKER_CONCURRENCY must be a whole number"),
         (["worker"], {"SIM_FAILURE_RATE": "2"}, "SIM_FAILURE_RATE must be between"),
         (["evidence", "no-such-scenario"], {}, "no scenario no-such-scenario"),
+        (["soak", "--jobs", "0"], {}, "must be"),
+        (["api", "--host", "0.0.0.0"], {"API_TOKENS": ""}, "refusing to listen on 0.0.0.0 without authentication"),
+        (["api"], {"API_TOKENS": "short"}, "API_TOKENS: token 1 is shorter than 16 characters"),
+        (["migrate", "--no-such-flag"], {}, "unrecognized arguments"),
     ],
 )
 def test_cli_bad_input_is_one_line_and_nonzero(args: list[str], env: dict[str, str], message: str,
