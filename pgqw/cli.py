@@ -48,7 +48,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     from .migrate import migrate
 
     settings = config.load()
-    result = migrate(database_url(settings), log=print)
+    create_roles = settings.create_roles and not args.no_roles
+    result = migrate(database_url(settings), log=print, create_roles=create_roles)
     if not result.applied:
         print(f"migrations up to date ({len(result.skipped)} applied before)")
     return 0
@@ -70,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("migrate", help="apply db/migrations once each, then re-apply db/functions",
                        description="Apply every db/migrations file not yet applied (each once, in its own "
                        "transaction, under an advisory lock), then re-apply every db/functions file.")
+    p.add_argument("--no-roles", action="store_true",
+                   help="do not create the pgqw_api, pgqw_worker and pgqw_admin roles (a managed database that "
+                   "forbids CREATE ROLE; also PGQW_CREATE_ROLES=0); grants still go to those that exist")
     p.set_defaults(func=cmd_migrate)
 
     p = sub.add_parser("api", help="serve the JSON API and the web page",

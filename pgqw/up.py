@@ -57,7 +57,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         _say(f"database: embedded PostgreSQL, data in {settings.data_dir}")
         url = start_embedded(settings.data_dir, stop_on_exit=True)
         env["DATABASE_URL"] = url
-    result = migrate(url, log=lambda m: _say(f"migrate: {m}"))
+    result = migrate(url, log=lambda m: _say(f"migrate: {m}"), create_roles=settings.create_roles)
     if not result.applied:
         _say("migrate: up to date")
     env["PORT"] = str(port)
