@@ -68,11 +68,21 @@ def listing_flyer(job: db.Job, ctx: Context) -> str | None:
     except InvalidPayload as exc:
         raise PermanentError(str(exc)) from exc
 
+    # A retry first asks whether an earlier attempt did the work: that attempt may have saved the
+    # flyer and then lost the job before its success was recorded (its worker killed, its lease
+    # gone). Work already done is not redone, so it cannot fail; rolling the simulated failure first
+    # let such a job spend its last attempts and go dead with its flyer saved (found by `pgqw soak`).
+    # A first attempt has no earlier one, and skips the query.
+    if job.attempts > 1 and ctx.db(lambda conn: db.flyer_exists(conn, job_id=job.id)):
+        return "flyer already existed"
+
     s = ctx.settings
     ctx.sleep(ctx.rng.uniform(s.sim_min_latency_ms, s.sim_max_latency_ms) / 1000.0)
     if ctx.rng.random() < s.sim_failure_rate:
         raise TransientError(f"Simulated rendering failure (SIM_FAILURE_RATE={s.sim_failure_rate:g})")
 
+    # A run of the same job at the same time (a worker that lost its lease but still runs) may have
+    # saved it meanwhile.
     if ctx.db(lambda conn: db.flyer_exists(conn, job_id=job.id)):
         return "flyer already existed"
     from worker.flyer import render_flyer  # reportlab is imported only by processes that render

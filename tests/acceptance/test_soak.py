@@ -1,0 +1,269 @@
+"""`pgqw soak`: the chaos soak run end to end at CI size (a server of its own, real worker processes,
+SIGKILLs, terminated connections, a server restart), its checks shown able to say FAIL on a database
+broken by hand, and the worker bug the soak pointed at (a flyer saved by a worker that died before
+its success was recorded, then the job's retry failing) shown fixed with a real worker process."""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pgqw import db
+from pgqw.cli import build_parser
+from pgqw.config import ROOT
+from pgqw.soak import WORKER_SETTINGS_ENV, check_database
+from pgqw.stack import Stack, wait_for
+from tests.helpers import enqueue
+
+PDF = b"%PDF-1.4 made by hand for a soak check test"
+
+# `pgqw soak` once pgqw.cli registers it; until then its own entry point, which is the same parser and run().
+_WIRED = any(isinstance(a, argparse._SubParsersAction) and "soak" in a.choices for a in build_parser()._actions)
+SOAK = [sys.executable, "-m", "pgqw.cli", "soak"] if _WIRED else [sys.executable, "-m", "pgqw.soak"]
+
+DB_CHECKS = [
+    "jobs succeeded or dead", "jobs processing", "jobs pending or failed", "flyers", "flyers of jobs not succeeded",
+    "succeeded jobs without a flyer", "jobs run to success twice", "succeeded attempts",
+    "jobs with overlapping attempts", "attempts not finished", "attempt rows", "jobs whose attempts <> attempt rows",
+]
+
+
+def soak_env() -> dict[str, str]:
+    """The caller's environment without a database or worker settings: the soak starts its own server."""
+    return {k: v for k, v in os.environ.items() if k not in WORKER_SETTINGS_ENV}
+
+
+def table_rows(output: str) -> dict[str, tuple[str, str, str]]:
+    """The check table's rows: figure → (value, expected, OK|FAIL). Columns are 2+ spaces apart."""
+    rows = {}
+    for line in output.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) == 4 and cells[3] in ("OK", "FAIL"):
+            rows[cells[0]] = (cells[1], cells[2], cells[3])
+    return rows
+
+
+# ----------------------------------------------------------------------------- the soak itself
+
+def test_soak_ci_sized_run_loses_nothing_through_kills_terminations_and_a_restart(tmp_path: Path) -> None:
+    evidence = tmp_path / "soak.txt"
+    started = time.monotonic()
+    done = subprocess.run(
+        [*SOAK, "--jobs", "300", "--workers", "3", "--kills", "2", "--terminations", "3", "--restarts", "1",
+         "--seed", "7", "--timeout", "150", "--run-dir", str(tmp_path / "run"), "--evidence", str(evidence)],
+        cwd=ROOT, env=soak_env(), capture_output=True, text=True, timeout=240)
+    took = time.monotonic() - started
+    out = done.stdout
+    assert done.returncode == 0, f"exit {done.returncode}\n{out[-6000:]}\n{done.stderr[-3000:]}"
+    rows = table_rows(out)
+    for figure in ["jobs", *DB_CHECKS, "run finished within --timeout", "workers that exited unasked",
+                   "workers not exiting 0 on the final SIGTERM", "restarts after which every worker came back"]:
+        assert rows.get(figure, ("", "", ""))[2] == "OK", (figure, rows.get(figure), out[-6000:])
+    assert rows["jobs"][0] == "300"
+    assert not [f for f, r in rows.items() if r[2] != "OK"]
+    # The faults really happened, at least as many as asked.
+    assert int(rows["SIGKILLs of workers"][0]) >= 2
+    assert int(rows["backend terminations"][0]) >= 3
+    assert int(rows["server restarts"][0]) >= 1
+    assert rows["restarts after which every worker came back"][0].startswith("1 of 1")
+    assert len(re.findall(r"^\s*\S+s\s+\d+%\s+SIGKILL w\d-\d+ \(pid \d+\)", out, re.M)) >= 2
+    assert len(re.findall(r"pg_terminate_backend\(\d+\): pgqw-worker w\d-\d+ (pool|listen)", out)) >= 3
+    assert "server restart: stop -m immediate" in out
+    assert re.search(r"every worker reconnected [\d.]+s after the server came back", out)
+    assert "result: OK: 300 jobs" in out
+    # Each killed worker came back under a new id, with a log of its own.
+    logs = sorted(p.name for p in (tmp_path / "run" / "workers").glob("*.log"))
+    assert {"w1-1.log", "w2-1.log", "w3-1.log"} <= set(logs) and len(logs) >= 5, logs
+    # The server was its own: started, and cleaned away after a run without failures.
+    assert "owned by this soak" in out and not (tmp_path / "run" / "pg").exists()
+    # --evidence wrote the same output, the command first.
+    written = evidence.read_text().splitlines()
+    assert written[0].startswith("# pgqw soak, ")
+    assert written[1].startswith("# command: ") and "--jobs 300" in written[1] and "--seed 7" in written[1]
+    assert "result: OK: 300 jobs" in "\n".join(written)
+    assert took < 150, f"the CI-sized soak took {took:.0f}s"
+
+
+def test_soak_refuses_to_restart_a_server_it_does_not_own(pg_server: str) -> None:
+    def soak_databases() -> set[str]:
+        with psycopg.connect(pg_server, autocommit=True) as conn:
+            return {r[0] for r in conn.execute("select datname from pg_database where datname like 'pgqw_soak_%'")}
+
+    before = soak_databases()
+    done = subprocess.run([*SOAK, "--database-url", pg_server, "--jobs", "10", "--restarts", "1"],
+                          cwd=ROOT, env=soak_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "--restarts needs a server the soak owns" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert soak_databases() == before  # refused before anything was made
+
+
+# ----------------------------------------------------------------------------- the checks can say FAIL
+
+def _claim(conn: psycopg.Connection, job: db.Job, worker: str = "t") -> db.Job:
+    claimed = db.claim_job(conn, worker_id=worker, queues=[job.queue])
+    assert claimed is not None and claimed.id == job.id
+    return claimed
+
+
+def _job(conn: psycopg.Connection) -> db.Job:
+    """A listing job in a queue of its own, so a claim takes exactly it."""
+    return enqueue(conn, queue=f"q-{uuid.uuid4().hex[:10]}")
+
+
+def _succeed(conn: psycopg.Connection, job: db.Job | None = None) -> db.Job:
+    job = job or _job(conn)
+    claimed = _claim(conn, job)
+    db.save_flyer(conn, job_id=job.id, pdf=PDF)
+    return db.mark_succeeded(conn, job_id=job.id, worker_id="t", attempt=claimed.attempts)
+
+
+def _fail_then_succeed(conn: psycopg.Connection) -> db.Job:
+    job = _job(conn)
+    claimed = _claim(conn, job)
+    db.mark_failed(conn, job_id=job.id, worker_id="t", attempt=claimed.attempts, error="first try failed",
+                   base_ms=0, max_jitter_ms=0)
+    return _succeed(conn, job)
+
+
+def _pending(conn: psycopg.Connection) -> db.Job:
+    return _job(conn)
+
+
+def _processing(conn: psycopg.Connection) -> db.Job:
+    job = _job(conn)
+    _claim(conn, job)
+    return job
+
+
+def _dead_with_flyer(conn: psycopg.Connection) -> db.Job:
+    job = _job(conn)
+    claimed = _claim(conn, job)
+    db.save_flyer(conn, job_id=job.id, pdf=PDF)
+    db.mark_failed(conn, job_id=job.id, worker_id="t", attempt=claimed.attempts, error="bad", retryable=False)
+    return job
+
+
+def _succeeded_without_flyer(conn: psycopg.Connection) -> db.Job:
+    job = _job(conn)
+    claimed = _claim(conn, job)
+    return db.mark_succeeded(conn, job_id=job.id, worker_id="t", attempt=claimed.attempts)
+
+
+def _succeeded_twice(conn: psycopg.Connection) -> db.Job:
+    job = _fail_then_succeed(conn)
+    conn.execute("update job_attempts set outcome = 'succeeded', error = null where job_id = %s and attempt = 1",
+                 [job.id])
+    return job
+
+
+def _overlapping(conn: psycopg.Connection) -> db.Job:
+    job = _fail_then_succeed(conn)
+    conn.execute("update job_attempts a1 set finished_at = a2.started_at + interval '1 second'"
+                 " from job_attempts a2 where a1.job_id = %(id)s and a1.attempt = 1"
+                 " and a2.job_id = %(id)s and a2.attempt = 2", {"id": job.id})
+    return job
+
+
+def _attempt_row_missing(conn: psycopg.Connection) -> db.Job:
+    job = _fail_then_succeed(conn)
+    conn.execute("delete from job_attempts where job_id = %s and attempt = 1", [job.id])
+    return job
+
+
+BREAKS = {
+    "nothing broken": (_fail_then_succeed, set()),
+    "a job never run": (_pending, {"jobs succeeded or dead", "jobs pending or failed"}),
+    "a job left processing": (_processing, {"jobs succeeded or dead", "jobs processing", "attempts not finished"}),
+    "a flyer on a dead job": (_dead_with_flyer, {"flyers", "flyers of jobs not succeeded"}),
+    "a succeeded job without its flyer": (_succeeded_without_flyer, {"flyers", "succeeded jobs without a flyer"}),
+    "a job run to success twice": (_succeeded_twice, {"jobs run to success twice", "succeeded attempts"}),
+    "two attempts overlapping": (_overlapping, {"jobs with overlapping attempts"}),
+    "an attempt row missing": (_attempt_row_missing, {"attempt rows", "jobs whose attempts <> attempt rows"}),
+}
+
+
+@pytest.mark.parametrize("case", list(BREAKS))
+def test_soak_checks_fail_exactly_where_an_invariant_was_broken_by_hand(conn: psycopg.Connection, case: str) -> None:
+    make, failing = BREAKS[case]
+    _succeed(conn)
+    _succeed(conn)
+    job = make(conn)
+    checks = check_database(conn, expected_jobs=3)
+    assert [c.figure for c in checks] == ["jobs", *DB_CHECKS]
+    assert {c.figure for c in checks if not c.ok} == failing
+    for c in checks:
+        if not c.ok and c.detail:
+            assert str(job.id) in c.detail, c  # a failure names the job
+
+
+def test_soak_checks_fail_when_a_job_is_missing(conn: psycopg.Connection) -> None:
+    _succeed(conn)
+    gone = _succeed(conn)
+    conn.execute("delete from jobs where id = %s", [gone.id])
+    checks = check_database(conn, expected_jobs=2)
+    assert {c.figure for c in checks if not c.ok} == {"jobs"}
+
+
+def test_soak_check_only_prints_fail_and_exits_1_on_a_broken_database(conn: psycopg.Connection, db_url: str) -> None:
+    _succeed(conn)
+    dead = _dead_with_flyer(conn)
+    done = subprocess.run([*SOAK, "--check-only", "--database-url", db_url], cwd=ROOT, env=soak_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    rows = table_rows(done.stdout)
+    assert rows["flyers of jobs not succeeded"] == ("1", "0", "FAIL")
+    assert rows["flyers"] == ("2", "1 (= succeeded jobs)", "FAIL")
+    assert f"-> {dead.id}" in done.stdout
+    assert done.stdout.rstrip().endswith("result: FAIL")
+
+
+def test_soak_check_only_prints_ok_and_exits_0_on_a_sound_database(conn: psycopg.Connection, db_url: str) -> None:
+    _succeed(conn)
+    _fail_then_succeed(conn)
+    done = subprocess.run([*SOAK, "--check-only", "--database-url", db_url], cwd=ROOT, env=soak_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = table_rows(done.stdout)
+    assert set(rows) == set(DB_CHECKS) and {r[2] for r in rows.values()} == {"OK"}
+    assert rows["attempt rows"][0] == "3"
+    assert done.stdout.rstrip().endswith("result: OK")
+
+
+# ----------------------------------------------------------------------------- the worker bug it found
+
+def test_flyer_job_whose_worker_died_after_saving_succeeds_on_its_last_attempt_despite_failures(
+        conn: psycopg.Connection, db_url: str, tmp_path: Path) -> None:
+    """A worker saves a job's flyer and is killed before its success is recorded (the soak's SIGKILLs
+    land there: "retries that found the flyer already saved"). The sweep hands the job on; its retry
+    must see the flyer and succeed. Before the fix the retry rolled its simulated failure first, so
+    with the attempts spent the job went dead while its flyer existed: flyers <> succeeded jobs."""
+    job = enqueue(conn, max_attempts=2)
+    # The dying worker's own calls, as its handler makes them: claim (a short lease), save the flyer.
+    claimed = db.claim_job(conn, worker_id="doomed", lease_ms=200)
+    assert claimed is not None and claimed.id == job.id
+    assert db.save_flyer(conn, job_id=job.id, pdf=PDF)
+    # ...and it dies here: nothing records the success. A real worker whose every render fails takes over.
+    with Stack(db_url, tmp_path / "logs") as stack:
+        worker = stack.start_worker("heir", env={
+            "SIM_FAILURE_RATE": "1", "SIM_MIN_LATENCY_MS": "0", "SIM_MAX_LATENCY_MS": "0",
+            "STUCK_JOB_TIMEOUT_MS": "2000", "SWEEP_INTERVAL_MS": "200", "POLL_INTERVAL_MS": "200",
+            "RETRY_BASE_DELAY_MS": "50", "RETRY_MAX_JITTER_MS": "0"})
+        final = wait_for(lambda: (j := db.get_job(conn, job_id=job.id)) and j.status in ("succeeded", "dead") and j,
+                         timeout=30, what="the job to finish")
+        log = worker.log()
+    assert final.status == "succeeded", (final.status, final.last_error, log[-3000:])
+    assert final.attempts == 2
+    attempts = db.get_attempts(conn, job_id=job.id)
+    assert [(a.worker_id, a.outcome, a.abandon_reason) for a in attempts] == [
+        ("doomed", "abandoned", "lease_expired"), ("heir", "succeeded", None)]
+    assert db.count_flyers(conn, job_id=job.id) == 1 and db.get_flyer(conn, job_id=job.id) == PDF
+    assert re.search(rf"\[heir\] success +{str(job.id)[:8]} attempt 2/2 .*flyer already existed", log), log
