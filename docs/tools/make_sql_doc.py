@@ -20,15 +20,19 @@ from psycopg.conninfo import make_conninfo
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from pgqw.migrate import function_files, migration_files  # noqa: E402
+from pgqw.migrate import function_files, grants_file, migration_files, roles_file  # noqa: E402
 
 STEPS: list[tuple[str, str]] = [
     ("Install with psql alone",
-     "Every migration in order, then every function file. Function files may call functions that come later "
-     "in the alphabet, so they are loaded with `check_function_bodies` off (as `pg_dump` does). "
-     "`pgqw migrate` does the same and records what it applied in `schema_migrations`.\n\n"
+     "Every migration in order, then every function file, then the roles and their grants. Function files may "
+     "call functions that come later in the alphabet, so they are loaded with `check_function_bodies` off (as "
+     "`pg_dump` does). `db/security/roles.sql` makes the three roles when missing (it needs CREATEROLE; leave it "
+     "out where a managed database forbids it and make the roles by hand); `db/security/grants.sql` grants "
+     "to whichever of them exist. `pgqw migrate` does the same (`--no-roles` leaves out `roles.sql`), applies "
+     "the functions and the grants in one transaction, and records what it applied in `schema_migrations`.\n\n"
      "```sh\npsql -v ON_ERROR_STOP=1 -f db/migrations/0001_core.sql ...\n"
-     "psql -v ON_ERROR_STOP=1 -c 'set check_function_bodies = off' -f db/functions/backoff_delay.sql ...\n```",
+     "psql -v ON_ERROR_STOP=1 -c 'set check_function_bodies = off' -f db/functions/backoff_delay.sql ... \\\n"
+     "     -f db/security/roles.sql -f db/security/grants.sql\n```",
      ),
     ("Settings a DBA can change without a deploy",
      "One row. Every function falls back to it when its own argument is null; a worker started with "
@@ -98,6 +102,33 @@ STEPS: list[tuple[str, str]] = [
      "select * from report_timeline(:'job_b');\n"
      "select * from report_concurrency('w');\n"
      "select * from report_double_runs('w');\n"),
+    ("Roles: each may do its own work and nothing else",
+     "Three login roles (`db/security/roles.sql`): `pgqw_api` for the API, `pgqw_worker` for workers, "
+     "`pgqw_admin` for operators. PUBLIC may do nothing. The functions that change state are `security "
+     "definer` (they run as the queue's owner, with `search_path` pinned to `public, pg_temp`), so a role "
+     "needs EXECUTE on a function and never a write privilege on `jobs` or `job_attempts`; the reports run "
+     "with the caller's rights and read what its SELECT grants allow. Who may call what:\n\n@@SQL@@\n"
+     "select p.proname as function, p.prosecdef as definer,\n"
+     "       has_function_privilege('pgqw_api', p.oid, 'execute') as api,\n"
+     "       has_function_privilege('pgqw_worker', p.oid, 'execute') as worker,\n"
+     "       has_function_privilege('pgqw_admin', p.oid, 'execute') as admin\n"
+     "  from pg_proc p where p.pronamespace = 'public'::regnamespace order by 1;\n"
+     "select r.rolname as role, c.relname as table,\n"
+     "       string_agg(k.privilege, ', ' order by k.n) as privileges\n"
+     "  from pg_roles r cross join pg_class c\n"
+     "  cross join unnest(array['select', 'insert', 'update', 'delete', 'truncate']) with ordinality k(privilege, n)\n"
+     " where r.rolname in ('pgqw_api', 'pgqw_worker', 'pgqw_admin')\n"
+     "   and c.relnamespace = 'public'::regnamespace and c.relkind = 'r'\n"
+     "   and has_table_privilege(r.oid, c.oid, k.privilege)\n"
+     " group by 1, 2 order by 1, 2;\n"
+     "-- As the worker: its own functions work, a direct write or another role's function does not.\n"
+     "set role pgqw_worker;\n"
+     "select id, attempts, locked_by from claim_job('w1');\n"
+     "\\set VERBOSITY verbose\n"
+     "update jobs set status = 'succeeded' where id = :'job_b';\n"
+     "select retry_dead(:'job_b');\n"
+     "\\set VERBOSITY default\n"
+     "reset role;\n"),
 ]
 
 HEAD = """# Using the queue from psql
@@ -126,7 +157,9 @@ Functions, their arguments and the state change each makes:
 | `backoff_delay(attempt, base_ms, max_jitter_ms, max_delay_ms, jitter)` | none | QV400 |
 | `queue_stats()`, `report_timeline(job_id)`, `report_concurrency(prefix)`, `report_double_runs(prefix)`, `report_latest_jobs(limit)` | none (reads) | QV400, QN404 |
 
-Each file in `db/functions/` opens with a comment giving the same facts.
+Each file in `db/functions/` opens with a comment giving the same facts, and who may call it: the
+functions that change state run as the queue's owner (`security definer`), and each of the roles
+`pgqw_api`, `pgqw_worker` and `pgqw_admin` may call only its own (the last step below).
 """
 
 
@@ -143,6 +176,7 @@ def main() -> int:
         install += ["-c", "set check_function_bodies = off"]
         for path in function_files():
             install += ["-f", str(path)]
+        install += ["-f", str(roles_file()), "-f", str(grants_file())]
         subprocess.run(install, check=True, capture_output=True, text=True)
 
         script = ""
