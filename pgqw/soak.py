@@ -68,6 +68,8 @@ START_LIMIT_S = 30.0                      # a started worker must log its start 
 STOP_LIMIT_S = 20.0                       # a worker must exit after SIGTERM within this
 RESTART_MODES = ("immediate", "fast")     # restart i stops the server with mode i % 2: a crash, then a clean stop
 APP_SOAK = "pgqw-soak"
+FAULT_CHECKS = (("kill", "SIGKILLs of workers"), ("terminate", "backend terminations"),
+                ("restart", "server restarts"))
 
 
 class SoakError(RuntimeError):
@@ -360,7 +362,10 @@ class Soak:
 
         self.faults.asked["restart"] = 2 if self.args.restarts is None else self.args.restarts
         try:
-            self.cluster = OwnedCluster(base_dir=self.run_dir / "pg")
+            # Its own folder under the temporary directory, not in the run folder: the server runs as
+            # another user under root, who must be able to reach it, and a run folder may sit under
+            # a private one (pytest's basetemp is put back to 0700 by every pytest that starts).
+            self.cluster = OwnedCluster()
             self.cluster.start()
         except ClusterError as exc:
             raise SoakError(f"cannot start a PostgreSQL server of its own: {exc}") from exc
@@ -515,7 +520,12 @@ class Soak:
         live = {s.worker_id for s in self.slots if s.alive()}
         self.event(f"server restart: stop -m {mode}, down {self.args.down_s:g}s, start")
         began = time.monotonic()
-        self.cluster.restart(down_s=self.args.down_s, mode=mode)
+        from .cluster import ClusterError
+
+        try:
+            self.cluster.restart(down_s=self.args.down_s, mode=mode)
+        except ClusterError as exc:
+            raise SoakError(f"the server did not come back after a restart: {exc}") from exc
         up_s = time.monotonic() - began
         self.faults.done["restart"] += 1
         self.faults.restart_down_s.append(up_s)
@@ -623,8 +633,8 @@ class Soak:
         self.out(f"# pgqw soak, {datetime.now(timezone.utc):%Y-%m-%d %H:%M}Z, seed {self.seed}")
         self.out(f"# command: {a.invocation}")
         self.out(f"# server: PostgreSQL {self.server_version}, "
-                 + (f"owned by this soak (pgqw.cluster on port {self.cluster.port}, data in {self.cluster.data}): "
-                    "restarts allowed" if owned else f"{_redacted(self.server_url)}, NOT owned by this soak: "
+                 + (f"owned by this soak (pgqw.cluster on port {self.cluster.port}, data in {self.cluster.data}), "
+                    "so it may restart it" if owned else f"{_redacted(self.server_url)}, NOT owned by this soak: "
                     "it is never restarted"))
         self.out(f"# database {self.dbname}; worker logs in {self.log_dir}/")
         self.out(f"# {a.jobs} listing_flyer jobs ({a.invalid_rate:.0%} with an invalid listing), max attempts "
@@ -662,12 +672,10 @@ class Soak:
         owned = self.cluster is not None
         checks.append(Check("run finished within --timeout", f"{self.run_s:.1f}s", f"<= {self.args.timeout:g}s",
                             not self.timed_out))
-        for kind, label in (("kill", "SIGKILLs of workers"), ("terminate", "backend terminations"),
-                            ("restart", "server restarts")):
-            if kind == "restart" and not owned:
-                checks.append(Check(label, "0", "0: server not owned, never restarted", True))
-                continue
-            checks.append(Check(label, str(f.done[kind]), f">= {f.asked[kind]} asked", f.done[kind] >= f.asked[kind]))
+        for kind, label in FAULT_CHECKS:
+            if f.asked[kind]:
+                checks.append(Check(label, str(f.done[kind]), f">= {f.asked[kind]} asked",
+                                    f.done[kind] >= f.asked[kind]))
         if owned and f.asked["restart"]:
             back = f"{len(f.restart_back_s)} of {f.done['restart']}"
             if f.restart_back_s:
@@ -687,6 +695,15 @@ class Soak:
         self.out("")
         self.out(format_checks(checks))
         self.out("")
+        restarts = (str(f.done["restart"]) if owned
+                    else "0: the server is not owned by this soak, so it is never restarted")
+        self.out(format_rows(("fault", "asked", "done"), [
+            ("SIGKILL of a worker (started again after a pause)", f.asked["kill"], f.done["kill"]),
+            ("pg_terminate_backend of a worker connection", f.asked["terminate"], f.done["terminate"]),
+            ("server restart (workers left to reconnect by themselves)", f.asked["restart"] if owned else "-",
+             restarts),
+        ]))
+        self.out("")
         worker_ids = [p.stem for p in self.logs]
         self.out(format_rows(("what happened", "count"), [
             ("jobs succeeded", outcomes["jobs_succeeded"]),
@@ -700,8 +717,8 @@ class Soak:
             ("worker processes run", f"{len(worker_ids)} ({', '.join(worker_ids)})"),
             *((LOG_EVENTS[k], events[k]) for k in LOG_EVENTS),
             ("retries that found the flyer already saved", events["already"]),
-            ("server restarts: time until accepting connections",
-             ", ".join(f"{s:.1f}s" for s in f.restart_down_s) if owned else "not owned"),
+            *([("server restarts: stop to accepting connections again",
+                ", ".join(f"{s:.1f}s" for s in f.restart_down_s))] if f.restart_down_s else []),
         ]))
         self.out("")
         self.out(f"result: {'OK' if ok else 'FAIL'}: {self.total} jobs in {self.run_s:.1f}s with "
@@ -801,7 +818,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="STUCK_JOB_TIMEOUT_MS of the workers (default 5000)")
     p.add_argument("--database-url", help="a superuser DSN of a server to create the soak's database on "
                    "(default DATABASE_URL, else a server of the soak's own); with --check-only, the database to check")
-    p.add_argument("--run-dir", help="folder for worker logs and the server's data (default: a new temporary one)")
+    p.add_argument("--run-dir", help="folder for the worker logs (default: a new temporary one)")
     p.add_argument("--evidence", metavar="PATH", help="also write the whole output to PATH")
     p.add_argument("--keep", action="store_true", help="keep the database (and the server's data) afterwards; "
                    "by default they are kept only when a check failed")

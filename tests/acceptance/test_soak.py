@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -74,6 +75,9 @@ def test_soak_ci_sized_run_loses_nothing_through_kills_terminations_and_a_restar
     assert int(rows["backend terminations"][0]) >= 3
     assert int(rows["server restarts"][0]) >= 1
     assert rows["restarts after which every worker came back"][0].startswith("1 of 1")
+    assert re.search(r"^SIGKILL of a worker \(started again after a pause\)\s+2\s+[2-9]\s*$", out, re.M)
+    assert re.search(r"^pg_terminate_backend of a worker connection\s+3\s+[3-9]\s*$", out, re.M)
+    assert re.search(r"^server restart \(workers left to reconnect by themselves\)\s+1\s+1\s*$", out, re.M)
     assert len(re.findall(r"^\s*\S+s\s+\d+%\s+SIGKILL w\d-\d+ \(pid \d+\)", out, re.M)) >= 2
     assert len(re.findall(r"pg_terminate_backend\(\d+\): pgqw-worker w\d-\d+ (pool|listen)", out)) >= 3
     assert "server restart: stop -m immediate" in out
@@ -83,7 +87,8 @@ def test_soak_ci_sized_run_loses_nothing_through_kills_terminations_and_a_restar
     logs = sorted(p.name for p in (tmp_path / "run" / "workers").glob("*.log"))
     assert {"w1-1.log", "w2-1.log", "w3-1.log"} <= set(logs) and len(logs) >= 5, logs
     # The server was its own: started, and cleaned away after a run without failures.
-    assert "owned by this soak" in out and not (tmp_path / "run" / "pg").exists()
+    data = re.search(r"owned by this soak \(pgqw\.cluster on port \d+, data in (\S+)\), so it may restart it", out)
+    assert data and not Path(data.group(1)).parent.exists()
     # --evidence wrote the same output, the command first.
     written = evidence.read_text().splitlines()
     assert written[0].startswith("# pgqw soak, ")
@@ -92,18 +97,58 @@ def test_soak_ci_sized_run_loses_nothing_through_kills_terminations_and_a_restar
     assert took < 150, f"the CI-sized soak took {took:.0f}s"
 
 
-def test_soak_refuses_to_restart_a_server_it_does_not_own(pg_server: str) -> None:
-    def soak_databases() -> set[str]:
-        with psycopg.connect(pg_server, autocommit=True) as conn:
-            return {r[0] for r in conn.execute("select datname from pg_database where datname like 'pgqw_soak_%'")}
+def test_soak_that_runs_out_of_time_fails_and_keeps_its_data(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*SOAK, "--jobs", "400", "--workers", "1", "--kills", "0", "--terminations", "0", "--restarts", "0",
+         "--latency-ms", "200-300", "--timeout", "3", "--run-dir", str(tmp_path / "run")],
+        cwd=ROOT, env=soak_env(), capture_output=True, text=True, timeout=120)
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    rows = table_rows(out)
+    assert rows["run finished within --timeout"][2] == "FAIL"
+    assert rows["jobs succeeded or dead"][2] == "FAIL" and rows["jobs pending or failed"][2] == "FAIL"
+    assert "TIMEOUT after 3s" in out and "result: FAIL" in out
+    kept = re.search(r"^# kept: the server's data in (\S+) \(stopped\)", out, re.M)
+    assert kept, out
+    try:
+        assert (Path(kept.group(1)) / "PG_VERSION").exists()
+    finally:
+        shutil.rmtree(Path(kept.group(1)).parent, ignore_errors=True)
 
-    before = soak_databases()
+
+def _soak_databases(server: str) -> set[str]:
+    with psycopg.connect(server, autocommit=True) as conn:
+        return {r[0] for r in conn.execute("select datname from pg_database where datname like 'pgqw_soak_%'")}
+
+
+def test_soak_on_a_server_it_does_not_own_never_restarts_it_and_drops_its_database(
+        pg_server: str, tmp_path: Path) -> None:
+    before = _soak_databases(pg_server)
+    done = subprocess.run(
+        [*SOAK, "--database-url", pg_server, "--jobs", "60", "--workers", "2", "--kills", "1",
+         "--terminations", "1", "--seed", "3", "--timeout", "90", "--run-dir", str(tmp_path / "run")],
+        cwd=ROOT, env=soak_env(), capture_output=True, text=True, timeout=180)
+    out = done.stdout
+    assert done.returncode == 0, out[-6000:] + done.stderr[-3000:]
+    rows = table_rows(out)
+    assert {r[2] for r in rows.values()} == {"OK"} and rows["jobs"][0] == "60"
+    assert "server restarts" not in rows and "restarts after which every worker came back" not in rows
+    assert "NOT owned by this soak: it is never restarted" in out
+    assert re.search(r"^server restart \(workers left to reconnect by themselves\)\s+-\s+"
+                     r"0: the server is not owned by this soak, so it is never restarted$", out, re.M)
+    assert "server restart:" not in out  # no restart event
+    assert int(rows["SIGKILLs of workers"][0]) >= 1 and int(rows["backend terminations"][0]) >= 1
+    assert _soak_databases(pg_server) == before  # its database was dropped after a run without failures
+
+
+def test_soak_refuses_to_restart_a_server_it_does_not_own(pg_server: str) -> None:
+    before = _soak_databases(pg_server)
     done = subprocess.run([*SOAK, "--database-url", pg_server, "--jobs", "10", "--restarts", "1"],
                           cwd=ROOT, env=soak_env(), capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "--restarts needs a server the soak owns" in done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
-    assert soak_databases() == before  # refused before anything was made
+    assert _soak_databases(pg_server) == before  # refused before anything was made
 
 
 # ----------------------------------------------------------------------------- the checks can say FAIL
