@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Sequence
 
 import psycopg
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 
@@ -61,9 +62,12 @@ WORKER_SETTINGS_ENV = (
 INVALID_LISTING = {**EXAMPLE_LISTING, "currency": "XYZ"}  # a permanent error: dead at its first attempt
 ENQUEUE_BATCH = 500
 POLL_S = 0.2
-PROGRESS_FROM, PROGRESS_TO = 0.05, 0.85   # faults fire at random fractions of the jobs finished in this range
+# Each fault fires when the fraction of jobs finished passes a point drawn at random from its range.
+# Restarts come no later than 60 %, leaving time to see every worker reconnect while work remains.
+FAULT_RANGES = {"kill": (0.05, 0.85), "terminate": (0.05, 0.85), "restart": (0.1, 0.6)}
 KILL_PAUSE_S = (0.5, 2.0)                 # a killed worker is started again after a pause in this range
 RECONNECT_LIMIT_S = 30.0                  # after a server restart, every live worker must be back within this
+STARTUP_S = 0.5                           # no server restart until every worker logged its start this long ago
 START_LIMIT_S = 30.0                      # a started worker must log its start line within this
 STOP_LIMIT_S = 20.0                       # a worker must exit after SIGTERM within this
 RESTART_MODES = ("immediate", "fast")     # restart i stops the server with mode i % 2: a crash, then a clean stop
@@ -250,6 +254,7 @@ class WorkerSlot:
     log_path: Path | None = None
     started_at: float = 0.0
     restart_at: float | None = None     # killed: start again at this time.monotonic()
+    seen_started: float | None = None   # when the soak first saw its start line
 
     @property
     def worker_id(self) -> str:
@@ -259,11 +264,14 @@ class WorkerSlot:
         return self.proc is not None and self.proc.poll() is None
 
     def has_started(self) -> bool:
-        """It logged its start line (so it reached the database and is past its startup)."""
-        try:
-            return self.log_path is not None and "worker started:" in self.log_path.read_text(errors="replace")
-        except OSError:
-            return False
+        """It logged its start line (so it reached the database); notes when that was first seen."""
+        if self.seen_started is None:
+            try:
+                if self.log_path is not None and "worker started:" in self.log_path.read_text(errors="replace"):
+                    self.seen_started = time.monotonic()
+            except OSError:
+                pass
+        return self.seen_started is not None
 
 
 @dataclass
@@ -305,6 +313,20 @@ def count_log_events(paths: Sequence[Path]) -> dict[str, int]:
 
 
 # ------------------------------------------------------------------------------------------ the soak
+
+def _code_version() -> str:
+    """The commit the soak ran, and whether the working tree differed from it."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                                 capture_output=True, text=True, timeout=10).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (no git)"
+    if not head:
+        return "unknown (not a git checkout)"
+    return f"commit {head}" + (f", with {len(changed)} file(s) changed in the working tree" if changed else "")
+
 
 def _redacted(url: str) -> str:
     try:
@@ -379,7 +401,7 @@ class Soak:
         from .migrate import migrate
 
         with self.connect(self.server_url) as conn:
-            conn.execute(f'create database "{self.dbname}"')
+            conn.execute(sql.SQL("create database {}").format(sql.Identifier(self.dbname)))
             version = conn.info.server_version
         self.url = make_conninfo(self.server_url, dbname=self.dbname)
         migrate(self.url)
@@ -388,7 +410,7 @@ class Soak:
     def drop_database(self) -> None:
         try:
             with self.connect(self.server_url) as conn:
-                conn.execute(f'drop database if exists "{self.dbname}" with (force)')
+                conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(self.dbname)))
         except psycopg.Error as exc:
             self.out(f"could not drop database {self.dbname}: {exc}")
 
@@ -435,6 +457,7 @@ class Soak:
                 start_new_session=True,  # a Ctrl+C of the soak reaches the soak only; it stops them
             )
         slot.started_at = time.monotonic()
+        slot.seen_started = None
 
     def stop_workers(self) -> None:
         """SIGTERM to every live worker (a graceful stop), then their exit codes."""
@@ -464,7 +487,7 @@ class Soak:
     def plan(self) -> None:
         for kind in ("kill", "terminate", "restart"):
             for _ in range(self.faults.asked[kind]):
-                self.schedule.append((self.rng.uniform(PROGRESS_FROM, PROGRESS_TO), kind))
+                self.schedule.append((self.rng.uniform(*FAULT_RANGES[kind]), kind))
         self.schedule.sort()
 
     def fire(self, kind: str) -> bool:
@@ -513,8 +536,10 @@ class Soak:
 
     def restart_server(self) -> bool:
         # A worker still starting would fail its startup against a stopped server (by design it
-        # reports an unreachable database at start and exits), so restart only once all have started.
-        if any(s.alive() and not s.has_started() for s in self.slots):
+        # reports an unreachable database at start, and its first sweep, and exits), so restart only
+        # once every worker has logged its start line and had a moment for that first sweep.
+        if any(s.alive() and (not s.has_started() or time.monotonic() - (s.seen_started or 0) < STARTUP_S)
+               for s in self.slots):
             return False
         mode = RESTART_MODES[self.faults.done["restart"] % len(RESTART_MODES)]
         live = {s.worker_id for s in self.slots if s.alive()}
@@ -632,6 +657,7 @@ class Soak:
         owned = self.cluster is not None
         self.out(f"# pgqw soak, {datetime.now(timezone.utc):%Y-%m-%d %H:%M}Z, seed {self.seed}")
         self.out(f"# command: {a.invocation}")
+        self.out(f"# code: {_code_version()}")
         self.out(f"# server: PostgreSQL {self.server_version}, "
                  + (f"owned by this soak (pgqw.cluster on port {self.cluster.port}, data in {self.cluster.data}), "
                     "so it may restart it" if owned else f"{_redacted(self.server_url)}, NOT owned by this soak: "
@@ -644,7 +670,8 @@ class Soak:
         self.out(f"# faults asked: {self.faults.asked['kill']} SIGKILLs, {self.faults.asked['terminate']} backend "
                  f"terminations, {self.faults.asked['restart']} server restarts"
                  + ("" if owned else " (not owned)")
-                 + f", each at a random point between {PROGRESS_FROM:.0%} and {PROGRESS_TO:.0%} of the jobs finished")
+                 + ", each when the jobs finished pass a random point ("
+                 + ", ".join(f"{k} {lo:.0%}-{hi:.0%}" for k, (lo, hi) in FAULT_RANGES.items()) + ")")
         self.t0 = time.monotonic()
         invalid = self.enqueue()
         self.event(f"enqueued {a.jobs} jobs ({invalid} with an invalid listing)")
