@@ -503,3 +503,10 @@ def get_queue_settings(conn: psycopg.Connection) -> QueueSettings:
         row = cur.fetchone()
     assert row is not None
     return row
+
+
+def login_roles(conn: psycopg.Connection, names: list[str]) -> set[str]:
+    """Which of the named roles exist and may log in (db/security/roles.sql makes them)."""
+    return {r[0] for r in conn.execute(
+        "select rolname::text from pg_roles where rolname = any(%(names)s::text[]) and rolcanlogin",
+        {"names": names})}

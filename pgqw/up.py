@@ -16,7 +16,10 @@ import threading
 import time
 from dataclasses import dataclass
 
-from . import config
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+from . import config, db
 from .embedded import start as start_embedded
 from .migrate import migrate
 
@@ -43,6 +46,15 @@ def _say(text: str) -> None:
     sys.stdout.flush()
 
 
+def _role_logins(url: str) -> dict[str, str]:
+    """URLs logging in as pgqw_api and pgqw_worker when both roles exist, else {}."""
+    roles = ["pgqw_api", "pgqw_worker"]
+    with psycopg.connect(url) as conn:
+        if db.login_roles(conn, roles) != set(roles):
+            return {}
+    return {role: make_conninfo(url, user=role) for role in roles}
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from app.serve import check_exposure
 
@@ -62,12 +74,23 @@ def cmd_up(args: argparse.Namespace) -> int:
         _say("migrate: up to date")
     env["PORT"] = str(port)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    api_env, worker_env = env, env
+    if not settings.database_url:
+        # The embedded server trusts local logins: the API and the workers log in as their own
+        # least-privilege roles (db/security), as they should in production. With DATABASE_URL they
+        # use that URL as given (its password is for its own user).
+        logins = _role_logins(url)
+        if logins:
+            api_env = {**env, "DATABASE_URL": logins["pgqw_api"]}
+            worker_env = {**env, "DATABASE_URL": logins["pgqw_worker"]}
+            _say("logins: the API as pgqw_api, the workers as pgqw_worker")
 
-    commands = [("api", [sys.executable, "-m", "pgqw.cli", "api", "--port", str(port), "--host", args.host])]
+    commands = [("api", [sys.executable, "-m", "pgqw.cli", "api", "--port", str(port), "--host", args.host],
+                 api_env)]
     for i in range(1, args.workers + 1):
-        commands.append((f"w{i}", [sys.executable, "-m", "pgqw.cli", "worker", "--id", f"w{i}"]))
+        commands.append((f"w{i}", [sys.executable, "-m", "pgqw.cli", "worker", "--id", f"w{i}"], worker_env))
     global _WIDTH
-    width = _WIDTH = max(len(name) for name, _ in commands)
+    width = _WIDTH = max(len(name) for name, _, _ in commands)
 
     children: list[Child] = []
     lock = threading.Lock()
@@ -85,9 +108,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
 
-    for name, command in commands:
+    for name, command, child_env in commands:
         process = subprocess.Popen(
-            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            command, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True,
         )
         child = Child(name, process)

@@ -120,6 +120,8 @@ def test_cli_up_runs_everything_and_ctrl_c_stops_it_cleanly(tmp_path: Path) -> N
             up.kill()
     text = log.read_text()
     assert "api | " in text and "w1  | " in text and "w2  | " in text
+    # On the embedded server the job above went through the least-privilege logins.
+    assert "logins: the API as pgqw_api, the workers as pgqw_worker" in text
     assert text.count("] stopped") == 2
     time.sleep(0.5)
     assert [c.pid for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE] == []
