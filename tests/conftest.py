@@ -67,7 +67,8 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if _docker_answers():
         from testcontainers.postgres import PostgresContainer
 
-        with PostgresContainer("postgres:16-alpine") as pg:
+        # Trust, like the other two servers: the role tests log in as pgqw_api etc. without a password.
+        with PostgresContainer("postgres:16-alpine").with_env("POSTGRES_HOST_AUTH_METHOD", "trust") as pg:
             yield pg.get_connection_url(driver=None)
         return
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")

@@ -46,9 +46,10 @@ begin
             message = format('payload is %s bytes, more than the limit of %s',
                              octet_length(p_payload::text), v_settings.max_payload_bytes);
     end if;
-    if p_idempotency_key is null or btrim(p_idempotency_key) = '' or length(p_idempotency_key) > 255 then
+    if p_idempotency_key is null or p_idempotency_key !~ '^[!-~]{1,255}$' then
         raise exception using errcode = 'QV400',
-            message = 'idempotency key must be a non-empty text of at most 255 characters';
+            message = 'idempotency key must be 1 to 255 visible ASCII characters (! to ~, no spaces)',
+            detail = format('got %s characters', coalesce(length(p_idempotency_key)::text, 'null'));
     end if;
     if p_queue is null or btrim(p_queue) = '' or length(p_queue) > 100 then
         raise exception using errcode = 'QV400',

@@ -47,6 +47,8 @@ def test_enqueue_jobs_empty_array_returns_nothing(conn: psycopg.Connection) -> N
         ([{"payload": {}, "idempotency_key": "x"}], "QV400"),
         ([{"type": "t", "payload": [], "idempotency_key": "x"}], "QV400"),
         ([{"type": "t", "payload": {}}], "QV400"),
+        ([{"type": "t", "payload": {}, "idempotency_key": "two words"}], "QV400"),
+        ([{"type": "t", "payload": {}, "idempotency_key": "caf\u00e9"}], "QV400"),
         ([{"type": "t", "payload": {}, "idempotency_key": "x", "priority": "high"}], "QV400"),
         ([{"type": "t", "payload": {}, "idempotency_key": "x", "max_attempts": 0}], "QV400"),
         ([{"type": "t", "payload": {}, "idempotency_key": "x"}, {"type": "t", "payload": {}, "idempotency_key": "x"}],
