@@ -25,7 +25,6 @@ fault, is the machine's.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import random
 import re
@@ -900,31 +899,10 @@ def check_only(args: argparse.Namespace, out: Out) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m pgqw.soak …` is `pgqw soak …`, with pgqw.cli's parser class and one-line errors."""
-    from . import cli
-    from .config import ConfigError
-    from .migrate import MigrationError
+    """`python -m pgqw.soak …` is `pgqw soak …`."""
+    from .cli import main as cli_main
 
-    parser = cli.Parser(prog="pgqw")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=cli.Parser)
-    add_parser(sub)
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(["soak", *argv])
-    args.invocation = ("python -m pgqw.soak " + shlex.join(argv)).rstrip()
-    try:
-        return run(args)
-    except KeyboardInterrupt:
-        return 130
-    except (ConfigError, MigrationError, UsageError) as exc:
-        print(f"pgqw soak: {exc}", file=sys.stderr)
-        return 1 if isinstance(exc, MigrationError) else 2
-    except psycopg.OperationalError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"pgqw soak: cannot reach the database: {first}", file=sys.stderr)
-        return 1
-    except psycopg.Error as exc:
-        print(f"pgqw soak: database error {exc.sqlstate}: {exc.diag.message_primary or exc}", file=sys.stderr)
-        return 1
+    return cli_main(["soak", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

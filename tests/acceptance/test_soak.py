@@ -4,7 +4,6 @@ broken by hand, and the worker bug the soak pointed at (a flyer saved by a worke
 its success was recorded, then the job's retry failing) shown fixed with a real worker process."""
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shutil
@@ -18,7 +17,6 @@ import psycopg
 import pytest
 
 from pgqw import db
-from pgqw.cli import build_parser
 from pgqw.config import ROOT
 from pgqw.soak import WORKER_SETTINGS_ENV, check_database
 from pgqw.stack import Stack, wait_for
@@ -26,9 +24,7 @@ from tests.helpers import enqueue
 
 PDF = b"%PDF-1.4 made by hand for a soak check test"
 
-# `pgqw soak` once pgqw.cli registers it; until then its own entry point, which is the same parser and run().
-_WIRED = any(isinstance(a, argparse._SubParsersAction) and "soak" in a.choices for a in build_parser()._actions)
-SOAK = [sys.executable, "-m", "pgqw.cli", "soak"] if _WIRED else [sys.executable, "-m", "pgqw.soak"]
+SOAK = [sys.executable, "-m", "pgqw.cli", "soak"]
 
 DB_CHECKS = [
     "jobs succeeded or dead", "jobs processing", "jobs pending or failed", "flyers", "flyers of jobs not succeeded",
