@@ -4,8 +4,13 @@ A handler returns normally when the work is done (optionally a short note for th
 PermanentError when retrying cannot help (the job goes dead at once), and raises anything else for
 a transient failure (the job is retried with backoff while it has attempts left).
 
-Handlers must be idempotent: a job can run more than once (a worker dies after the work but before
-mark_succeeded, or its lease expires while it still runs), so the work checks what is already done.
+Handlers must be idempotent: a job can run more than once (a worker dies mid-work, or its lease
+expires while it still runs), so the work checks what is already done.
+
+A handler whose work ends in a row of its own (the flyer) stores it with ctx.complete(store): in the
+worker, store and mark_succeeded run in one transaction, so the output exists exactly when the job
+succeeded. A worker killed between the two, or one whose lease ran out, leaves neither behind; its
+late commit is refused (QL409) and rolls the output back with it.
 """
 from __future__ import annotations
 
@@ -46,6 +51,20 @@ class Context:
     db: DbRunner
     rng: random.Random = field(default_factory=random.Random)
     sleep: Callable[[float], None] = time.sleep
+    # Runs store(conn) in a transaction and returns its result. The worker's version records the
+    # job's success in the same transaction (and raises QL409 when this attempt no longer holds
+    # the job); outside a worker (tools, tests) there is no attempt to record, only the store.
+    complete: Callable[[Callable[[psycopg.Connection], T]], T] | None = None
+
+    def finish(self, store: Callable[[psycopg.Connection], T]) -> T:
+        if self.complete is not None:
+            return self.complete(store)
+
+        def in_transaction(conn: psycopg.Connection) -> T:
+            with conn.transaction():
+                return store(conn)
+
+        return self.db(in_transaction)
 
     @classmethod
     def connecting(cls, settings: Settings, conninfo: str, **kwargs: Any) -> "Context":
@@ -68,11 +87,10 @@ def listing_flyer(job: db.Job, ctx: Context) -> str | None:
     except InvalidPayload as exc:
         raise PermanentError(str(exc)) from exc
 
-    # A retry first asks whether an earlier attempt did the work: that attempt may have saved the
-    # flyer and then lost the job before its success was recorded (its worker killed, its lease
-    # gone). Work already done is not redone, so it cannot fail; rolling the simulated failure first
-    # let such a job spend its last attempts and go dead with its flyer saved (found by `pgqw soak`).
-    # A first attempt has no earlier one, and skips the query.
+    # A retry first asks whether the flyer exists already. In a worker the flyer is stored only with
+    # the job's success (ctx.finish), so this finds one only when something else stored it (the
+    # check-idempotency tool runs this work outside a worker); then the work is not redone and cannot
+    # fail. A first attempt skips the query.
     if job.attempts > 1 and ctx.db(lambda conn: db.flyer_exists(conn, job_id=job.id)):
         return "flyer already existed"
 
@@ -88,7 +106,7 @@ def listing_flyer(job: db.Job, ctx: Context) -> str | None:
     from worker.flyer import render_flyer  # reportlab is imported only by processes that render
 
     pdf = render_flyer(job.payload, job_id=str(job.id), flyer_url=config.flyer_url(s, job.id))
-    if ctx.db(lambda conn: db.save_flyer(conn, job_id=job.id, pdf=pdf)):
+    if ctx.finish(lambda conn: db.save_flyer(conn, job_id=job.id, pdf=pdf)):
         return f"flyer saved ({len(pdf) // 1024} KiB)"
     return "flyer already saved by a concurrent run"
 

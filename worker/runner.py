@@ -42,6 +42,8 @@ from worker.handlers import Context, Handler, PermanentError, TransientError, re
 T = TypeVar("T")
 
 TABLE_LEASE_MS = 60000          # queue_settings.lease_ms as migrated; used only for the heartbeat default
+TCP_USER_TIMEOUT_MS = 5000      # unacknowledged data older than this drops the connection (libpq)
+CONNECT_TIMEOUT_S = 5           # a new connection that takes longer fails and is retried
 POOL_TIMEOUT_S = 5.0            # wait for a pooled connection before logging and retrying
 BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 5.0
@@ -126,6 +128,7 @@ class Running:
     started: float                  # time.monotonic() at claim
     state: str = "running"          # running → marking (result being recorded) | releasing (shutdown)
     lost: bool = False              # a heartbeat found the lease gone: the result will be ignored
+    recorded: bool = False          # the handler's ctx.finish committed the success with its output
 
     def tag(self) -> str:
         return f"{short(self.job.id)} attempt {self.job.attempts}/{self.job.max_attempts}"
@@ -250,6 +253,17 @@ class Worker:
             # Notice a silently dead TCP peer within ~25 s (ignored on Unix sockets).
             "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
         }
+        # Keepalives do not cover a connection with data in flight: a statement sent into a network
+        # partition waits for TCP's backed-off retransmissions (about 25 s, 51 s, 102 s… after it was
+        # sent; tests/acceptance/test_partition.py measured a 24.6 s stall after a 30 s cut). Give up
+        # on unacknowledged data after TCP_USER_TIMEOUT_MS instead, and on a connect after
+        # CONNECT_TIMEOUT_S: the call fails, is logged as a db error and is retried on a new
+        # connection. A value in DATABASE_URL wins.
+        given = conninfo_to_dict(self.conninfo)
+        if "tcp_user_timeout" not in given:
+            kwargs["tcp_user_timeout"] = TCP_USER_TIMEOUT_MS
+        if "connect_timeout" not in given:
+            kwargs["connect_timeout"] = CONNECT_TIMEOUT_S
         if not self.settings.listen:
             # PgBouncer in transaction mode: no server-side prepared statements either.
             kwargs["prepare_threshold"] = None
@@ -272,7 +286,7 @@ class Worker:
     def _open(self) -> None:
         """Connects once directly (so an unreachable database fails with its own message), then
         opens the pool. Raises psycopg errors: startup problems are the caller's to report."""
-        probe = psycopg.connect(self.conninfo, connect_timeout=10, **self._connect_kwargs("listen"))
+        probe = psycopg.connect(self.conninfo, **self._connect_kwargs("listen"))
         try:
             if self.settings.listen:
                 db.listen(probe)
@@ -472,7 +486,25 @@ class Worker:
 
     def _context(self, run: Running) -> Context:
         op = f"{run.job.type} {short(run.job.id)}"
-        return Context(settings=self.settings, worker_id=self.id, db=lambda fn: self._db(op, fn))
+        job = run.job
+
+        def complete(store: Callable[[psycopg.Connection], Any]) -> Any:
+            """The handler's output and the job's success in one transaction (see worker/handlers.py)."""
+            def in_transaction(conn: psycopg.Connection) -> Any:
+                with conn.transaction():
+                    result = store(conn)
+                    db.mark_succeeded(conn, job_id=job.id, worker_id=self.id, attempt=job.attempts)
+                return result
+
+            with self._lock:
+                if run.state == "running":
+                    run.state = "marking"
+            result = self._db(f"{op} complete", in_transaction)
+            run.recorded = True
+            return result
+
+        return Context(settings=self.settings, worker_id=self.id, db=lambda fn: self._db(op, fn),
+                       complete=complete)
 
     def _execute(self, run: Running) -> None:
         job = run.job
@@ -487,6 +519,18 @@ class Worker:
             note = handler(job, self._context(run))
         except WorkerExiting:
             raise
+        except psycopg.Error as exc:
+            if exc.sqlstate not in ("QL409", "QN404") or run.state != "marking":
+                error = describe(exc)
+            else:
+                # ctx.finish was refused: this attempt no longer holds the job, and its output was
+                # rolled back with the success. Or an earlier try of the same commit went through and
+                # only its reply was lost: then the job is succeeded at this attempt.
+                if self._recorded_before(run, exc, lambda after: after.status == "succeeded"):
+                    self._logged_success(run, None, time.monotonic() - run.started)
+                else:
+                    self._result_not_recorded(run, exc)
+                return
         except (PermanentError, InvalidPayload) as exc:
             error, retryable = describe(exc), False
         except Exception as exc:
@@ -495,7 +539,9 @@ class Worker:
         with self._lock:
             if run.state == "running":
                 run.state = "marking"
-        if error is None:
+        if error is None and run.recorded:
+            self._logged_success(run, note, elapsed)
+        elif error is None:
             self._record_success(run, note, elapsed)
         else:
             self._record_failure(run, error, retryable, elapsed)
@@ -674,7 +720,7 @@ class Worker:
         while not self._exiting.is_set():
             try:
                 if conn is None or conn.closed:
-                    conn = psycopg.connect(self.conninfo, connect_timeout=10, **self._connect_kwargs("listen"))
+                    conn = psycopg.connect(self.conninfo, **self._connect_kwargs("listen"))
                     db.listen(conn)
                     self._listen_conn = conn
                     self.log("listen", "reconnected; claiming in case a notification was missed")

@@ -283,12 +283,14 @@ def test_soak_check_only_prints_ok_and_exits_0_on_a_sound_database(conn: psycopg
 
 def test_flyer_job_whose_worker_died_after_saving_succeeds_on_its_last_attempt_despite_failures(
         conn: psycopg.Connection, db_url: str, tmp_path: Path) -> None:
-    """A worker saves a job's flyer and is killed before its success is recorded (the soak's SIGKILLs
-    land there: "retries that found the flyer already saved"). The sweep hands the job on; its retry
-    must see the flyer and succeed. Before the fix the retry rolled its simulated failure first, so
-    with the attempts spent the job went dead while its flyer existed: flyers <> succeeded jobs."""
+    """A job's flyer exists but its success was never recorded: a worker of an earlier version saved
+    it and was killed before marking (the soak's SIGKILLs landed there), or a tool stored it (workers
+    now store the flyer in the success's own transaction, see tests/worker/test_worker_faults.py).
+    The sweep hands the job on; its retry must see the flyer and succeed. Before the fix the retry
+    rolled its simulated failure first, so with the attempts spent the job went dead while its flyer
+    existed: flyers <> succeeded jobs."""
     job = enqueue(conn, max_attempts=2)
-    # The dying worker's own calls, as its handler makes them: claim (a short lease), save the flyer.
+    # The dying worker's calls: claim (a short lease), save the flyer outside the success.
     claimed = db.claim_job(conn, worker_id="doomed", lease_ms=200)
     assert claimed is not None and claimed.id == job.id
     assert db.save_flyer(conn, job_id=job.id, pdf=PDF)

@@ -194,3 +194,26 @@ def test_worker_without_lease_setting_heartbeats_for_the_table_lease(conn, start
     until_all([job.id], "succeeded", timeout=10)
     assert outcomes(conn, job.id) == [(1, "table-lease", "succeeded")]
     assert not sweeper.lines("swept")
+
+
+def test_worker_frozen_past_its_lease_stores_no_flyer_for_a_job_that_went_dead(conn, start_worker) -> None:
+    """The flyer is stored in the same transaction as the job's success. A worker frozen mid-job
+    (SIGSTOP) loses its lease; its job, on its only attempt, is swept to dead. Thawed, the worker
+    finishes the render and tries to store the flyer with the success: refused (QL409), rolled back.
+    A dead job never has a flyer (found by pgqw soak: saving first, marking later, left some)."""
+    lease = {"STUCK_JOB_TIMEOUT_MS": "1000", "SWEEP_INTERVAL_MS": "200"}
+    frozen = start_worker("frozen", env={"SIM_MIN_LATENCY_MS": "2000", "SIM_MAX_LATENCY_MS": "2000", **lease})
+    job = enqueue(conn, max_attempts=1)
+    frozen.wait_log("start")
+    frozen.signal(signal.SIGSTOP)
+    try:
+        start_worker("sweeper", env=lease)
+        wait_for("the frozen worker's job to be swept to dead", lambda: job_row(conn, job.id)["status"] == "dead")
+    finally:
+        frozen.signal(signal.SIGCONT)
+    frozen.wait_log("ignored late result", timeout=15)
+    assert job_row(conn, job.id)["status"] == "dead"
+    assert db.count_flyers(conn, job_id=job.id) == 0
+    assert [(a.worker_id, a.outcome, a.abandon_reason) for a in db.get_attempts(conn, job_id=job.id)] == [
+        ("frozen", "abandoned", "lease_expired")]
+    assert frozen.lines("success") == []
