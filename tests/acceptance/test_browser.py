@@ -186,3 +186,34 @@ def test_browser_form_jobs_table_and_dead_letter_retry(
     expect(card.get_by_test_id("retry-note")).to_contain_text("Succeeded on retry")
     attempts_after = db.get_attempts(conn, job_id=dead.id)
     assert [a.outcome for a in attempts_after] == ["failed", "failed", "failed", "succeeded"]
+
+
+def test_browser_asks_for_the_token_then_works_with_it(
+    db_url: str, conn: psycopg.Connection, request: pytest.FixtureRequest
+) -> None:
+    """With API_TOKENS set, the page's first /api call gets a 401: the page shows the token field;
+    with the token entered, it makes a flyer and opens the PDF through an authenticated fetch."""
+    from playwright.sync_api import expect
+
+    token = "browser-token-0123456789abcdef"
+    with serve_api(db_url, {"API_TOKENS": token}) as url, run_worker(db_url, WORKER_ENV) as worker:
+        worker.wait_for(r"worker started")
+        page = request.getfixturevalue("browser_page")
+        page.goto(url + "/")
+        bar = page.get_by_test_id("auth-bar")
+        expect(bar).to_be_visible()
+        page.get_by_test_id("submit").click()
+        expect(page.get_by_test_id("form-error")).to_be_visible()  # refused: no token yet
+        assert conn.execute("select count(*) from jobs").fetchone()[0] == 0
+
+        page.get_by_test_id("api-token").fill(token)
+        page.get_by_test_id("api-token-save").click()
+        page.wait_for_load_state()
+        expect(bar).to_be_hidden()
+        page.get_by_test_id("submit").click()
+        expect(page.get_by_test_id("job-status")).to_have_text("succeeded")
+        with page.context.expect_page() as opened:
+            page.get_by_test_id("pdf-link").click()
+        pdf_page = opened.value
+        assert pdf_page.url.startswith("blob:")  # fetched with the header, shown from memory
+        assert conn.execute("select count(*) from flyers").fetchone()[0] == 1
