@@ -12,6 +12,7 @@ import psycopg
 
 from . import config
 from .config import ConfigError
+from .argtypes import port, whole
 from .errors import UsageError
 from .migrate import MigrationError
 
@@ -23,24 +24,8 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a port number, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 65535, got {value}")
-    return value
+_positive = whole(1)
+_port = port
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:

@@ -38,13 +38,14 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Callable, Sequence
+from typing import IO, Any, Sequence
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 
+from .argtypes import whole
 from . import db
 from .config import ROOT
 from .errors import UsageError
@@ -774,17 +775,7 @@ class Soak:
 
 # ------------------------------------------------------------------------------------------ CLI
 
-def _whole(low: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be {low} or more, got {value}")
-        return value
-
-    return parse
+_whole = whole
 
 
 def _fraction(text: str) -> float:

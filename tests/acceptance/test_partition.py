@@ -23,8 +23,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -35,35 +33,16 @@ import pytest
 
 from pgqw import db
 from pgqw.cluster import OwnedCluster
-from pgqw.config import ROOT
 from pgqw.listing import EXAMPLE_LISTING
 from pgqw.migrate import migrate
 from tests.acceptance.netns import CUTS, NetNs, NetNsError, why_unavailable
-from tests.worker.conftest import FAST, SETTINGS_ENV, WorkerProcess, wait_for
+from tests.worker.conftest import WorkerProcess, wait_for
 
 LEASE_MS = 2500                   # both workers' STUCK_JOB_TIMEOUT_MS
 CUT_LATENCY_MS = (1500, 2500)     # the cut-off worker's work: long enough to still be running at the cut
 JOBS = 3                          # jobs the cut-off worker holds when its link goes down
 DOWN_S = float(os.environ.get("PGQW_PARTITION_DOWN_S") or 0)
 URL_PARAMS = os.environ.get("PGQW_PARTITION_URL_PARAMS", "")
-
-
-class NsWorkerProcess(WorkerProcess):
-    """tests/worker/conftest.py's WorkerProcess, started behind a command prefix (ip netns exec …)."""
-
-    def __init__(self, worker_id: str, db_url: str, log_path: Path, env: dict[str, str],
-                 args: list[str], prefix: list[str]) -> None:
-        self.worker_id = worker_id
-        self.log_path = log_path
-        full_env = {k: v for k, v in os.environ.items() if k not in SETTINGS_ENV}
-        full_env.update(FAST)
-        full_env.update(env)
-        full_env.update({"DATABASE_URL": db_url, "PYTHONUNBUFFERED": "1"})
-        self._log = open(log_path, "wb")
-        self.proc = subprocess.Popen(
-            [*prefix, sys.executable, "-m", "pgqw.cli", "worker", "--id", worker_id, *args],
-            env=full_env, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
-        )
 
 
 @pytest.fixture
@@ -101,8 +80,8 @@ def cluster(netns: NetNs, request: pytest.FixtureRequest) -> Iterator[OwnedClust
 
 
 @pytest.fixture
-def workers(request: pytest.FixtureRequest) -> Iterator[list[NsWorkerProcess]]:
-    started: list[NsWorkerProcess] = []
+def workers(request: pytest.FixtureRequest) -> Iterator[list[WorkerProcess]]:
+    started: list[WorkerProcess] = []
     yield started
     for proc in started:
         proc.close()
@@ -135,7 +114,7 @@ def logged_after(proc: WorkerProcess, wall: float) -> list[tuple[float, str]]:
 @pytest.mark.timeout(180 + DOWN_S)
 @pytest.mark.parametrize("cut_kind", CUTS)
 def test_partitioned_worker_is_fenced_off_then_reconnects_and_carries_on(
-    cut_kind: str, netns: NetNs, cluster: OwnedCluster, workers: list[NsWorkerProcess], tmp_path: Path
+    cut_kind: str, netns: NetNs, cluster: OwnedCluster, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
     t0 = time.monotonic()
     timeline: list[str] = []
@@ -149,8 +128,8 @@ def test_partitioned_worker_is_fenced_off_then_reconnects_and_carries_on(
     note(f"server listening on 127.0.0.1 and {netns.host_addr}, port {cluster.port}; worker namespace "
          f"{netns.worker_ns} ({netns.worker_addr}) behind switch namespace {netns.switch_ns}")
 
-    def start(worker_id: str, db_url: str, env: dict[str, str], prefix: list[str]) -> NsWorkerProcess:
-        proc = NsWorkerProcess(worker_id, db_url, tmp_path / f"{worker_id}.log", env,
+    def start(worker_id: str, db_url: str, env: dict[str, str], prefix: list[str]) -> WorkerProcess:
+        proc = WorkerProcess(worker_id, db_url, tmp_path / f"{worker_id}.log", env,
                                ["--concurrency", str(JOBS)], prefix)
         workers.append(proc)
         return proc.started(timeout=30)

@@ -19,7 +19,7 @@ from flask.testing import FlaskClient
 from app import auth, close_pool, create_app
 from pgqw.config import ROOT
 from tests.api.conftest import CheckedClient
-from tests.api.live import Process, serve_api
+from tests.api.live import Process
 from tests.helpers import LISTING, enqueue
 
 WRITE = "write-token-0123456789abcdef"

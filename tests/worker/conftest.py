@@ -57,7 +57,8 @@ def wait_for(what: str | Callable[[], str], check: Callable[[], T], timeout: flo
 
 class WorkerProcess:
     def __init__(self, worker_id: str, db_url: str, log_path: Path, env: dict[str, str],
-                 args: list[str]) -> None:
+                 args: list[str], prefix: list[str] | None = None) -> None:
+        """prefix: a command the worker runs under, e.g. ["ip", "netns", "exec", "ns1"]."""
         self.worker_id = worker_id
         self.log_path = log_path
         full_env = {k: v for k, v in os.environ.items() if k not in SETTINGS_ENV}
@@ -66,7 +67,7 @@ class WorkerProcess:
         full_env.update({"DATABASE_URL": db_url, "PYTHONUNBUFFERED": "1"})
         self._log = open(log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pgqw.cli", "worker", "--id", worker_id, *args],
+            [*(prefix or []), sys.executable, "-m", "pgqw.cli", "worker", "--id", worker_id, *args],
             env=full_env, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
         )
 
