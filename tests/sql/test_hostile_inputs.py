@@ -1,0 +1,570 @@
+"""Every stored function called with nulls, unknown ids, wrong states and hostile text and numbers.
+
+Each bad call must raise its documented SQLSTATE (the function file's header, docs/errors.md) and
+change nothing: a digest of every row of jobs, job_attempts, flyers and queue_settings is the same
+before and after. A generic code leaking where a Q-code is documented (XX000, 22xxx, 23xxx) is a
+finding, and so is a bad call that succeeds. Errors PostgreSQL raises before the function runs keep
+their own codes: 22P02 for a job id that is not a UUID, 54000 for chr(0) (text cannot hold NUL),
+22P05 for "\\u0000" in JSON.
+
+The calls run against one database per module holding one job in every state (pending, processing
+held by w1 at attempt 1, succeeded with a flyer, failed waiting a day, dead); a test that changes it
+(a failure) gets it seeded again for the next. A second set of calls is hostile but valid: they must
+succeed and still change nothing. The last tests store hostile text through the functions and read
+it back unchanged.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+from psycopg.types.json import Jsonb
+
+from tests.helpers import one, rows
+
+FUNCTIONS_DIR = Path(__file__).resolve().parents[2] / "db" / "functions"
+UNKNOWN = uuid.UUID("00000000-0000-4000-8000-000000000000")
+INJECTION = "'; drop table jobs; --"
+BLANK = r"E' \t\r\n '"  # whitespace that is not only spaces: as blank as '   '
+NUL = "chr(0)"
+DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True)
+class Call:
+    function: str
+    what: str
+    sql: str
+    expect: str | None = None  # a SQLSTATE for a bad call; None for a call that must succeed
+    result: Any = None  # for a call that must succeed: what the query's first column returns
+
+
+def bad(function: str, what: str, statement: str, code: str) -> Any:
+    return pytest.param(Call(function, what, statement, code), id=f"{function}-{what}")
+
+
+def fine(function: str, what: str, statement: str, result: Any) -> Any:
+    return pytest.param(Call(function, what, statement, None, result), id=f"{function}-{what}")
+
+
+# Placeholders: <pending>, <processing>, <succeeded>, <failed>, <dead>, <unknown> become the uuid
+# of the world's job in that state (or of no job).
+BAD_CALLS = [
+    # backoff_delay(attempt, base_ms, max_jitter_ms, max_delay_ms, jitter)
+    bad("backoff_delay", "null-attempt", "select backoff_delay(null)", "QV400"),
+    bad("backoff_delay", "zero-attempt", "select backoff_delay(0)", "QV400"),
+    bad("backoff_delay", "min-int-attempt", "select backoff_delay(-2147483648)", "QV400"),
+    bad("backoff_delay", "negative-base", "select backoff_delay(1, -1)", "QV400"),
+    bad("backoff_delay", "min-int-base", "select backoff_delay(1, -2147483648, 0, 0)", "QV400"),
+    bad("backoff_delay", "negative-jitter", "select backoff_delay(1, null, -1)", "QV400"),
+    bad("backoff_delay", "negative-max-delay", "select backoff_delay(1, null, null, -1)", "QV400"),
+    bad("backoff_delay", "null-jitter", "select backoff_delay(1, p_jitter => null)", "QV400"),
+    bad("backoff_delay", "jitter-below-0", "select backoff_delay(1, p_jitter => -0.001)", "QV400"),
+    bad("backoff_delay", "jitter-above-1", "select backoff_delay(1, p_jitter => 1.001)", "QV400"),
+    bad("backoff_delay", "jitter-nan", "select backoff_delay(1, p_jitter => 'NaN')", "QV400"),
+    bad("backoff_delay", "jitter-infinity", "select backoff_delay(1, p_jitter => 'Infinity')", "QV400"),
+    bad("backoff_delay", "jitter-minus-infinity", "select backoff_delay(1, p_jitter => '-Infinity')", "QV400"),
+    # claim_job(worker_id, queues, lease_ms, now)
+    bad("claim_job", "null-worker", "select * from claim_job(null)", "QV400"),
+    bad("claim_job", "empty-worker", "select * from claim_job('')", "QV400"),
+    bad("claim_job", "spaces-worker", "select * from claim_job('   ')", "QV400"),
+    bad("claim_job", "whitespace-worker", f"select * from claim_job({BLANK})", "QV400"),
+    bad("claim_job", "long-worker", "select * from claim_job(repeat('w', 201))", "QV400"),
+    bad("claim_job", "nul-worker", f"select * from claim_job('w' || {NUL})", "54000"),
+    bad("claim_job", "empty-queues", "select * from claim_job('w9', '{}'::text[])", "QV400"),
+    bad("claim_job", "zero-lease", "select * from claim_job('w9', null, 0)", "QV400"),
+    bad("claim_job", "min-int-lease", "select * from claim_job('w9', null, -2147483648)", "QV400"),
+    bad("claim_job", "null-now", "select * from claim_job('w9', p_now => null)", "QV400"),
+    bad("claim_job", "infinite-now", "select * from claim_job('w9', p_now => 'infinity')", "QV400"),
+    bad("claim_job", "now-at-end-of-time",
+        "select * from claim_job('w9', p_lease_ms => 86400000, p_now => '294276-12-31 00:00:00+00')", "QV400"),
+    # claim_jobs(worker_id, limit, queues, lease_ms, now)
+    bad("claim_jobs", "null-worker", "select * from claim_jobs(null, 1)", "QV400"),
+    bad("claim_jobs", "empty-worker", "select * from claim_jobs('', 1)", "QV400"),
+    bad("claim_jobs", "whitespace-worker", f"select * from claim_jobs({BLANK}, 1)", "QV400"),
+    bad("claim_jobs", "long-worker", "select * from claim_jobs(repeat('é', 201), 1)", "QV400"),
+    bad("claim_jobs", "null-limit", "select * from claim_jobs('w9', null)", "QV400"),
+    bad("claim_jobs", "zero-limit", "select * from claim_jobs('w9', 0)", "QV400"),
+    bad("claim_jobs", "negative-limit", "select * from claim_jobs('w9', -1)", "QV400"),
+    bad("claim_jobs", "limit-1001", "select * from claim_jobs('w9', 1001)", "QV400"),
+    bad("claim_jobs", "max-int-limit", "select * from claim_jobs('w9', 2147483647)", "QV400"),
+    bad("claim_jobs", "min-int-limit", "select * from claim_jobs('w9', -2147483648)", "QV400"),
+    bad("claim_jobs", "empty-queues", "select * from claim_jobs('w9', 1, '{}'::text[])", "QV400"),
+    bad("claim_jobs", "negative-lease", "select * from claim_jobs('w9', 1, null, -1)", "QV400"),
+    bad("claim_jobs", "null-now", "select * from claim_jobs('w9', 1, p_now => null)", "QV400"),
+    bad("claim_jobs", "infinite-now", "select * from claim_jobs('w9', 5, p_now => 'infinity')", "QV400"),
+    # enqueue_job(type, payload, idempotency_key, queue, priority, run_at, max_attempts)
+    bad("enqueue_job", "null-type", "select enqueue_job(null, '{}', 'h1')", "QV400"),
+    bad("enqueue_job", "empty-type", "select enqueue_job('', '{}', 'h1')", "QV400"),
+    bad("enqueue_job", "spaces-type", "select enqueue_job('   ', '{}', 'h1')", "QV400"),
+    bad("enqueue_job", "whitespace-type", f"select enqueue_job({BLANK}, '{{}}', 'h1')", "QV400"),
+    bad("enqueue_job", "long-type", "select enqueue_job(repeat('t', 101), '{}', 'h1')", "QV400"),
+    bad("enqueue_job", "long-multibyte-type", "select enqueue_job(repeat('€', 101), '{}', 'h1')", "QV400"),
+    bad("enqueue_job", "nul-type", f"select enqueue_job('t' || {NUL}, '{{}}', 'h1')", "54000"),
+    bad("enqueue_job", "injection-type-null-payload", f"select enqueue_job($${INJECTION}$$, null, 'h1')", "QV400"),
+    bad("enqueue_job", "null-payload", "select enqueue_job('t', null, 'h1')", "QV400"),
+    bad("enqueue_job", "json-null-payload", "select enqueue_job('t', 'null'::jsonb, 'h1')", "QV400"),
+    bad("enqueue_job", "array-payload", "select enqueue_job('t', '[{\"a\": 1}]', 'h1')", "QV400"),
+    bad("enqueue_job", "string-payload", "select enqueue_job('t', '\"{}\"', 'h1')", "QV400"),
+    bad("enqueue_job", "number-payload", "select enqueue_job('t', '1e400', 'h1')", "QV400"),
+    bad("enqueue_job", "boolean-payload", "select enqueue_job('t', 'true', 'h1')", "QV400"),
+    bad("enqueue_job", "large-payload",
+        "select enqueue_job('t', jsonb_build_object('x', repeat('a', 70000)), 'h1')", "QV413"),
+    bad("enqueue_job", "large-multibyte-payload",
+        "select enqueue_job('t', jsonb_build_object('x', repeat('€', 22000)), 'h1')", "QV413"),
+    bad("enqueue_job", "nul-in-json", "select enqueue_job('t', '{\"a\": \"\\u0000\"}', 'h1')", "22P05"),
+    bad("enqueue_job", "null-key", "select enqueue_job('t', '{}', null)", "QV400"),
+    bad("enqueue_job", "empty-key", "select enqueue_job('t', '{}', '')", "QV400"),
+    bad("enqueue_job", "spaces-key", "select enqueue_job('t', '{}', '  ')", "QV400"),
+    bad("enqueue_job", "whitespace-key", f"select enqueue_job('t', '{{}}', {BLANK})", "QV400"),
+    bad("enqueue_job", "long-key", "select enqueue_job('t', '{}', repeat('k', 256))", "QV400"),
+    bad("enqueue_job", "key-with-space", "select enqueue_job('t', '{}', 'my key')", "QV400"),
+    bad("enqueue_job", "non-ascii-key", "select enqueue_job('t', '{}', 'ключ-📄')", "QV400"),
+    bad("enqueue_job", "control-character-key", "select enqueue_job('t', '{}', 'k' || chr(27) || '[2J')", "QV400"),
+    bad("enqueue_job", "injection-key-with-spaces", f"select enqueue_job('t', '{{}}', $${INJECTION}$$)", "QV400"),
+    bad("enqueue_job", "nul-key", f"select enqueue_job('t', '{{}}', 'k' || {NUL})", "54000"),
+    bad("enqueue_job", "null-queue", "select enqueue_job('t', '{}', 'h1', null)", "QV400"),
+    bad("enqueue_job", "empty-queue", "select enqueue_job('t', '{}', 'h1', '')", "QV400"),
+    bad("enqueue_job", "whitespace-queue", f"select enqueue_job('t', '{{}}', 'h1', {BLANK})", "QV400"),
+    bad("enqueue_job", "long-queue", "select enqueue_job('t', '{}', 'h1', repeat('q', 101))", "QV400"),
+    bad("enqueue_job", "null-priority", "select enqueue_job('t', '{}', 'h1', 'q', null)", "QV400"),
+    bad("enqueue_job", "zero-max-attempts", "select enqueue_job('t', '{}', 'h1', p_max_attempts => 0)", "QV400"),
+    bad("enqueue_job", "max-attempts-1001", "select enqueue_job('t', '{}', 'h1', p_max_attempts => 1001)", "QV400"),
+    bad("enqueue_job", "max-int-max-attempts",
+        "select enqueue_job('t', '{}', 'h1', p_max_attempts => 2147483647)", "QV400"),
+    bad("enqueue_job", "min-int-max-attempts",
+        "select enqueue_job('t', '{}', 'h1', p_max_attempts => -2147483648)", "QV400"),
+    bad("enqueue_job", "key-reused-other-payload",
+        "select enqueue_job('listing_flyer', '{\"n\": \"other\"}', 'world-pending', 'world')", "QI409"),
+    bad("enqueue_job", "key-reused-other-type",
+        "select enqueue_job('email', '{\"n\": \"pending\"}', 'world-pending', 'world')", "QI409"),
+    bad("enqueue_job", "key-reused-other-queue",
+        "select enqueue_job('listing_flyer', '{\"n\": \"pending\"}', 'world-pending', 'default')", "QI409"),
+    bad("enqueue_job", "key-reused-other-priority",
+        "select enqueue_job('listing_flyer', '{\"n\": \"pending\"}', 'world-pending', 'world', 1)", "QI409"),
+    # enqueue_jobs(jobs)
+    bad("enqueue_jobs", "null", "select * from enqueue_jobs(null)", "QV400"),
+    bad("enqueue_jobs", "json-null", "select * from enqueue_jobs('null')", "QV400"),
+    bad("enqueue_jobs", "object", "select * from enqueue_jobs('{}')", "QV400"),
+    bad("enqueue_jobs", "string", "select * from enqueue_jobs('\"[]\"')", "QV400"),
+    bad("enqueue_jobs", "array-of-number", "select * from enqueue_jobs('[1]')", "QV400"),
+    bad("enqueue_jobs", "array-of-null", "select * from enqueue_jobs('[null]')", "QV400"),
+    bad("enqueue_jobs", "array-of-array", "select * from enqueue_jobs('[[]]')", "QV400"),
+    bad("enqueue_jobs", "no-type", "select * from enqueue_jobs('[{\"payload\": {}, \"idempotency_key\": \"h1\"}]')",
+        "QV400"),
+    bad("enqueue_jobs", "no-payload", "select * from enqueue_jobs('[{\"type\": \"t\", \"idempotency_key\": \"h1\"}]')",
+        "QV400"),
+    bad("enqueue_jobs", "no-key", "select * from enqueue_jobs('[{\"type\": \"t\", \"payload\": {}}]')", "QV400"),
+    bad("enqueue_jobs", "whitespace-type",
+        "select * from enqueue_jobs('[{\"type\": \" \\t\\n\", \"payload\": {}, \"idempotency_key\": \"h1\"}]')",
+        "QV400"),
+    bad("enqueue_jobs", "long-key", "select * from enqueue_jobs(jsonb_build_array(jsonb_build_object("
+        "'type', 't', 'payload', '{}'::jsonb, 'idempotency_key', repeat('k', 256))))", "QV400"),
+    bad("enqueue_jobs", "non-ascii-key",
+        "select * from enqueue_jobs('[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"ключ\"}]')",
+        "QV400"),
+    bad("enqueue_jobs", "whitespace-queue", "select * from enqueue_jobs("
+        "'[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"h1\", \"queue\": \"\\t\\n\"}]')",
+        "QV400"),
+    bad("enqueue_jobs", "array-payload",
+        "select * from enqueue_jobs('[{\"type\": \"t\", \"payload\": [], \"idempotency_key\": \"h1\"}]')", "QV400"),
+    bad("enqueue_jobs", "empty-queue", "select * from enqueue_jobs("
+        "'[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"h1\", \"queue\": \"\"}]')", "QV400"),
+    bad("enqueue_jobs", "text-priority", "select * from enqueue_jobs("
+        "'[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"h1\", \"priority\": \"high\"}]')", "QV400"),
+    bad("enqueue_jobs", "fractional-priority", "select * from enqueue_jobs("
+        "'[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"h1\", \"priority\": 1.5}]')", "QV400"),
+    bad("enqueue_jobs", "huge-priority", "select * from enqueue_jobs("
+        "'[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"h1\", \"priority\": 99999999999}]')", "QV400"),
+    bad("enqueue_jobs", "bad-run-at", "select * from enqueue_jobs("
+        "'[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"h1\", \"run_at\": \"soon\"}]')", "QV400"),
+    bad("enqueue_jobs", "zero-max-attempts", "select * from enqueue_jobs("
+        "'[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"h1\", \"max_attempts\": 0}]')", "QV400"),
+    bad("enqueue_jobs", "text-max-attempts", "select * from enqueue_jobs("
+        "'[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"h1\", \"max_attempts\": \"5\\u00bd\"}]')",
+        "QV400"),
+    bad("enqueue_jobs", "key-twice", "select * from enqueue_jobs('[{\"type\": \"t\", \"payload\": {}, "
+        "\"idempotency_key\": \"h1\"}, {\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"h1\"}]')", "QV400"),
+    bad("enqueue_jobs", "good-then-bad", "select * from enqueue_jobs('[{\"type\": \"t\", \"payload\": {}, "
+        "\"idempotency_key\": \"h1\"}, {\"type\": \"t\", \"payload\": 7, \"idempotency_key\": \"h2\"}]')", "QV400"),
+    bad("enqueue_jobs", "good-then-large", "select * from enqueue_jobs(jsonb_build_array("
+        "jsonb_build_object('type', 't', 'payload', '{}'::jsonb, 'idempotency_key', 'h1'),"
+        "jsonb_build_object('type', 't', 'payload', jsonb_build_object('x', repeat('a', 70000)),"
+        " 'idempotency_key', 'h2')))", "QV413"),
+    bad("enqueue_jobs", "good-then-key-reused", "select * from enqueue_jobs('[{\"type\": \"t\", \"payload\": {}, "
+        "\"idempotency_key\": \"h1\"}, {\"type\": \"listing_flyer\", \"payload\": {\"n\": \"other\"}, "
+        "\"idempotency_key\": \"world-pending\", \"queue\": \"world\"}]')", "QI409"),
+    bad("enqueue_jobs", "nul-in-json", "select * from enqueue_jobs('[{\"type\": \"t\", \"payload\": "
+        "{\"a\": \"\\u0000\"}, \"idempotency_key\": \"h1\"}]')", "22P05"),
+    bad("enqueue_jobs", "10001-jobs", "select * from enqueue_jobs((select jsonb_agg(jsonb_build_object("
+        "'type', 't', 'payload', '{}'::jsonb, 'idempotency_key', 'b' || i)) from generate_series(1, 10001) i))",
+        "QV400"),
+    # heartbeat(worker_id, job_ids, lease_ms)
+    bad("heartbeat", "null-worker", "select * from heartbeat(null, array[<processing>])", "QV400"),
+    bad("heartbeat", "empty-worker", "select * from heartbeat('', array[<processing>])", "QV400"),
+    bad("heartbeat", "spaces-worker", "select * from heartbeat('  ', array[<processing>])", "QV400"),
+    bad("heartbeat", "whitespace-worker", f"select * from heartbeat({BLANK}, array[<processing>])", "QV400"),
+    bad("heartbeat", "nul-worker", f"select * from heartbeat('w1' || {NUL}, array[<processing>])", "54000"),
+    bad("heartbeat", "null-ids", "select * from heartbeat('w1', null)", "QV400"),
+    bad("heartbeat", "zero-lease", "select * from heartbeat('w1', array[<processing>], 0)", "QV400"),
+    bad("heartbeat", "min-int-lease", "select * from heartbeat('w1', array[<processing>], -2147483648)", "QV400"),
+    bad("heartbeat", "id-not-uuid", "select * from heartbeat('w1', array['not-a-uuid']::uuid[])", "22P02"),
+    # mark_succeeded(job_id, worker_id, attempt)
+    bad("mark_succeeded", "null-job", "select * from mark_succeeded(null, 'w1', 1)", "QV400"),
+    bad("mark_succeeded", "null-worker", "select * from mark_succeeded(<processing>, null, 1)", "QV400"),
+    bad("mark_succeeded", "null-attempt", "select * from mark_succeeded(<processing>, 'w1', null)", "QV400"),
+    bad("mark_succeeded", "zero-attempt", "select * from mark_succeeded(<processing>, 'w1', 0)", "QV400"),
+    bad("mark_succeeded", "min-int-attempt", "select * from mark_succeeded(<processing>, 'w1', -2147483648)",
+        "QV400"),
+    bad("mark_succeeded", "unknown-job", "select * from mark_succeeded(<unknown>, 'w1', 1)", "QN404"),
+    bad("mark_succeeded", "id-not-uuid", "select * from mark_succeeded('not-a-uuid', 'w1', 1)", "22P02"),
+    bad("mark_succeeded", "pending-job", "select * from mark_succeeded(<pending>, 'w1', 1)", "QL409"),
+    bad("mark_succeeded", "succeeded-job", "select * from mark_succeeded(<succeeded>, 'w1', 1)", "QL409"),
+    bad("mark_succeeded", "failed-job", "select * from mark_succeeded(<failed>, 'w1', 1)", "QL409"),
+    bad("mark_succeeded", "dead-job", "select * from mark_succeeded(<dead>, 'w1', 1)", "QL409"),
+    bad("mark_succeeded", "other-worker", "select * from mark_succeeded(<processing>, 'w2', 1)", "QL409"),
+    bad("mark_succeeded", "later-attempt", "select * from mark_succeeded(<processing>, 'w1', 2)", "QL409"),
+    bad("mark_succeeded", "max-int-attempt", "select * from mark_succeeded(<processing>, 'w1', 2147483647)",
+        "QL409"),
+    bad("mark_succeeded", "empty-worker", "select * from mark_succeeded(<processing>, '', 1)", "QL409"),
+    bad("mark_succeeded", "injection-worker", f"select * from mark_succeeded(<processing>, $${INJECTION}$$, 1)",
+        "QL409"),
+    bad("mark_succeeded", "huge-worker", "select * from mark_succeeded(<processing>, repeat('w1', 500000), 1)",
+        "QL409"),
+    bad("mark_succeeded", "nul-worker", f"select * from mark_succeeded(<processing>, 'w1' || {NUL}, 1)", "54000"),
+    # mark_failed(job_id, worker_id, attempt, error, retryable, base_ms, max_jitter_ms, max_delay_ms)
+    bad("mark_failed", "null-job", "select * from mark_failed(null, 'w1', 1, 'boom')", "QV400"),
+    bad("mark_failed", "null-worker", "select * from mark_failed(<processing>, null, 1, 'boom')", "QV400"),
+    bad("mark_failed", "null-attempt", "select * from mark_failed(<processing>, 'w1', null, 'boom')", "QV400"),
+    bad("mark_failed", "null-retryable", "select * from mark_failed(<processing>, 'w1', 1, 'boom', null)", "QV400"),
+    bad("mark_failed", "zero-attempt", "select * from mark_failed(<processing>, 'w1', 0, 'boom')", "QV400"),
+    bad("mark_failed", "null-error", "select * from mark_failed(<processing>, 'w1', 1, null)", "QV400"),
+    bad("mark_failed", "empty-error", "select * from mark_failed(<processing>, 'w1', 1, '')", "QV400"),
+    bad("mark_failed", "spaces-error", "select * from mark_failed(<processing>, 'w1', 1, '    ')", "QV400"),
+    bad("mark_failed", "whitespace-error", f"select * from mark_failed(<processing>, 'w1', 1, {BLANK})", "QV400"),
+    bad("mark_failed", "nul-error", f"select * from mark_failed(<processing>, 'w1', 1, 'a' || {NUL})", "54000"),
+    bad("mark_failed", "negative-base", "select * from mark_failed(<processing>, 'w1', 1, 'boom', true, -1)",
+        "QV400"),
+    bad("mark_failed", "negative-jitter",
+        "select * from mark_failed(<processing>, 'w1', 1, 'boom', true, null, -1)", "QV400"),
+    bad("mark_failed", "min-int-max-delay",
+        "select * from mark_failed(<processing>, 'w1', 1, 'boom', true, null, null, -2147483648)", "QV400"),
+    bad("mark_failed", "unknown-job", "select * from mark_failed(<unknown>, 'w1', 1, 'boom')", "QN404"),
+    bad("mark_failed", "id-not-uuid", "select * from mark_failed('x', 'w1', 1, 'boom')", "22P02"),
+    bad("mark_failed", "pending-job", "select * from mark_failed(<pending>, 'w1', 1, 'boom')", "QL409"),
+    bad("mark_failed", "succeeded-job", "select * from mark_failed(<succeeded>, 'w1', 1, 'boom')", "QL409"),
+    bad("mark_failed", "failed-job", "select * from mark_failed(<failed>, 'w1', 1, 'boom')", "QL409"),
+    bad("mark_failed", "dead-job", "select * from mark_failed(<dead>, 'w1', 1, 'boom', false)", "QL409"),
+    bad("mark_failed", "other-worker", "select * from mark_failed(<processing>, 'w2', 1, 'boom')", "QL409"),
+    bad("mark_failed", "earlier-attempt-of-dead-job", "select * from mark_failed(<dead>, 'w1', 0, 'boom')", "QV400"),
+    # mark_jobs_succeeded(worker_id, job_ids, attempts)
+    bad("mark_jobs_succeeded", "null-worker", "select * from mark_jobs_succeeded(null, array[<processing>], '{1}')",
+        "QV400"),
+    bad("mark_jobs_succeeded", "null-ids", "select * from mark_jobs_succeeded('w1', null, '{1}')", "QV400"),
+    bad("mark_jobs_succeeded", "null-attempts",
+        "select * from mark_jobs_succeeded('w1', array[<processing>], null)", "QV400"),
+    bad("mark_jobs_succeeded", "more-ids-than-attempts",
+        "select * from mark_jobs_succeeded('w1', array[<processing>, <pending>], '{1}')", "QV400"),
+    bad("mark_jobs_succeeded", "more-attempts-than-ids",
+        "select * from mark_jobs_succeeded('w1', array[<processing>], '{1, 1}')", "QV400"),
+    bad("mark_jobs_succeeded", "nul-worker",
+        f"select * from mark_jobs_succeeded('w1' || {NUL}, array[<processing>], '{{1}}')", "54000"),
+    # release_job(job_id, worker_id, attempt, reason)
+    bad("release_job", "null-job", "select * from release_job(null, 'w1', 1)", "QV400"),
+    bad("release_job", "null-worker", "select * from release_job(<processing>, null, 1)", "QV400"),
+    bad("release_job", "null-attempt", "select * from release_job(<processing>, 'w1', null)", "QV400"),
+    bad("release_job", "zero-attempt", "select * from release_job(<processing>, 'w1', 0)", "QV400"),
+    bad("release_job", "negative-attempt", "select * from release_job(<processing>, 'w1', -1)", "QV400"),
+    bad("release_job", "unknown-job", "select * from release_job(<unknown>, 'w1', 1)", "QN404"),
+    bad("release_job", "id-not-uuid", "select * from release_job('x', 'w1', 1)", "22P02"),
+    bad("release_job", "other-worker", "select * from release_job(<processing>, 'w2', 1)", "QL409"),
+    bad("release_job", "later-attempt", "select * from release_job(<processing>, 'w1', 2)", "QL409"),
+    bad("release_job", "pending-job", "select * from release_job(<pending>, 'w1', 1)", "QL409"),
+    bad("release_job", "succeeded-job", "select * from release_job(<succeeded>, 'w1', 1)", "QL409"),
+    bad("release_job", "dead-job", "select * from release_job(<dead>, 'w1', 1)", "QL409"),
+    bad("release_job", "nul-reason", f"select * from release_job(<processing>, 'w1', 1, 'bye' || {NUL})", "54000"),
+    # retry_dead(job_id, extra_attempts)
+    bad("retry_dead", "null-job", "select * from retry_dead(null)", "QV400"),
+    bad("retry_dead", "zero-extra", "select * from retry_dead(<dead>, 0)", "QV400"),
+    bad("retry_dead", "negative-extra", "select * from retry_dead(<dead>, -1)", "QV400"),
+    bad("retry_dead", "extra-1001", "select * from retry_dead(<dead>, 1001)", "QV400"),
+    bad("retry_dead", "min-int-extra", "select * from retry_dead(<dead>, -2147483648)", "QV400"),
+    bad("retry_dead", "max-int-extra", "select * from retry_dead(<dead>, 2147483647)", "QV400"),
+    bad("retry_dead", "unknown-job", "select * from retry_dead(<unknown>)", "QN404"),
+    bad("retry_dead", "id-not-uuid", "select * from retry_dead('not-a-uuid')", "22P02"),
+    bad("retry_dead", "pending-job", "select * from retry_dead(<pending>)", "QS409"),
+    bad("retry_dead", "processing-job", "select * from retry_dead(<processing>)", "QS409"),
+    bad("retry_dead", "succeeded-job", "select * from retry_dead(<succeeded>)", "QS409"),
+    bad("retry_dead", "failed-job", "select * from retry_dead(<failed>)", "QS409"),
+    # save_flyer(job_id, pdf)
+    bad("save_flyer", "null-job", "select save_flyer(null, '%PDF-1.4')", "QV400"),
+    bad("save_flyer", "null-pdf", "select save_flyer(<pending>, null)", "QV400"),
+    bad("save_flyer", "empty-pdf", "select save_flyer(<pending>, '')", "QV400"),
+    bad("save_flyer", "short-pdf", "select save_flyer(<pending>, '%PD')", "QV400"),
+    bad("save_flyer", "not-a-pdf", "select save_flyer(<pending>, '\\x00255044462d'::bytea)", "QV400"),
+    bad("save_flyer", "html", "select save_flyer(<pending>, convert_to('<html>%PDF-</html>', 'UTF8'))", "QV400"),
+    bad("save_flyer", "unknown-job", "select save_flyer(<unknown>, '%PDF-1.4')", "QN404"),
+    bad("save_flyer", "id-not-uuid", "select save_flyer('not-a-uuid', '%PDF-1.4')", "22P02"),
+    # sweep_stuck(now)
+    bad("sweep_stuck", "null-now", "select * from sweep_stuck(null)", "QV400"),
+    # raise_job_not_held(job_id, worker_id, attempt): never returns
+    bad("raise_job_not_held", "nulls", "select raise_job_not_held(null, null, null)", "QN404"),
+    bad("raise_job_not_held", "unknown-job", "select raise_job_not_held(<unknown>, 'w1', 1)", "QN404"),
+    bad("raise_job_not_held", "other-worker", "select raise_job_not_held(<processing>, 'w2', 1)", "QL409"),
+    bad("raise_job_not_held", "the-holder", "select raise_job_not_held(<processing>, 'w1', 1)", "QL409"),
+    bad("raise_job_not_held", "injection-worker",
+        f"select raise_job_not_held(<dead>, $${INJECTION}$$, -2147483648)", "QL409"),
+    # report_latest_jobs(limit)
+    bad("report_latest_jobs", "null-limit", "select * from report_latest_jobs(null)", "QV400"),
+    bad("report_latest_jobs", "zero-limit", "select * from report_latest_jobs(0)", "QV400"),
+    bad("report_latest_jobs", "limit-1001", "select * from report_latest_jobs(1001)", "QV400"),
+    bad("report_latest_jobs", "max-int-limit", "select * from report_latest_jobs(2147483647)", "QV400"),
+    bad("report_latest_jobs", "min-int-limit", "select * from report_latest_jobs(-2147483648)", "QV400"),
+    # report_timeline(job_id)
+    bad("report_timeline", "null-job", "select * from report_timeline(null)", "QV400"),
+    bad("report_timeline", "unknown-job", "select * from report_timeline(<unknown>)", "QN404"),
+    bad("report_timeline", "id-not-uuid", "select * from report_timeline('x')", "22P02"),
+]
+
+# Hostile but valid: each must succeed, return what is said, and change nothing.
+FINE_CALLS = [
+    fine("backoff_delay", "max-int-everything",
+         "select backoff_delay(2147483647, 2147483647, 2147483647, 2147483647, 1) = interval '596:31:23.647'", True),
+    fine("backoff_delay", "capped-at-zero", "select backoff_delay(60, 1000, 1000, 0, 1) = interval '0'", True),
+    fine("claim_job", "unknown-queue", "select count(*) from claim_job('w9', array['no-such-queue'])", 0),
+    fine("claim_job", "null-queue-name", "select count(*) from claim_job('w9', array[null]::text[])", 0),
+    fine("claim_job", "now-minus-infinity", "select count(*) from claim_job('w9', p_now => '-infinity')", 0),
+    fine("claim_jobs", "injection-queue", f"select count(*) from claim_jobs('w9', 5, array[$${INJECTION}$$])", 0),
+    fine("claim_jobs", "now-long-ago", "select count(*) from claim_jobs('w9', 1000, p_now => '1970-01-01')", 0),
+    fine("enqueue_job", "same-request-again",
+         "select created from enqueue_job('listing_flyer', '{\"n\": \"pending\"}', 'world-pending', 'world',"
+         " p_max_attempts => 1000)", False),
+    fine("enqueue_jobs", "empty-array", "select count(*) from enqueue_jobs('[]')", 0),
+    fine("enqueue_jobs", "same-request-again",
+         "select bool_or(created) from enqueue_jobs('[{\"type\": \"listing_flyer\", \"payload\": {\"n\": \"pending\"},"
+         " \"idempotency_key\": \"world-pending\", \"queue\": \"world\"}]')", False),
+    fine("heartbeat", "other-worker", "select count(*) from heartbeat('w2', array[<processing>])", 0),
+    fine("heartbeat", "jobs-not-processing",
+         "select count(*) from heartbeat('w1', array[<pending>, <succeeded>, <failed>, <dead>, <unknown>, null])", 0),
+    fine("heartbeat", "huge-worker", "select count(*) from heartbeat(repeat('w1', 500000), array[<processing>])", 0),
+    fine("heartbeat", "empty-ids", "select count(*) from heartbeat('w1', '{}')", 0),
+    fine("mark_jobs_succeeded", "other-worker",
+         "select count(*) from mark_jobs_succeeded('w2', array[<processing>], '{1}')", 0),
+    fine("mark_jobs_succeeded", "stale-attempt",
+         "select count(*) from mark_jobs_succeeded('w1', array[<processing>], '{2}')", 0),
+    fine("mark_jobs_succeeded", "jobs-not-processing", "select count(*) from mark_jobs_succeeded('w1',"
+         " array[<pending>, <succeeded>, <failed>, <dead>, <unknown>, null], '{0, 1, 1, 1, 1, 1}')", 0),
+    fine("mark_jobs_succeeded", "empty-arrays", "select count(*) from mark_jobs_succeeded('w1', '{}', '{}')", 0),
+    fine("mark_jobs_succeeded", "empty-worker",
+         "select count(*) from mark_jobs_succeeded('', array[<processing>], '{1}')", 0),
+    fine("save_flyer", "second-flyer", "select save_flyer(<succeeded>, '%PDF-1.7 another')", False),
+    fine("sweep_stuck", "now", "select count(*) from sweep_stuck()", 0),
+    fine("sweep_stuck", "minus-infinity", "select count(*) from sweep_stuck('-infinity')", 0),
+    fine("queue_stats", "reads-only", "select count(*) > 0 from queue_stats()", True),
+    fine("report_concurrency", "null-prefix", "select count(*) from report_concurrency(null)", 1),
+    fine("report_concurrency", "percent-prefix", "select count(*) from report_concurrency('%')", 0),
+    fine("report_concurrency", "underscore-prefix", "select count(*) from report_concurrency('_1')", 0),
+    fine("report_concurrency", "backslash-prefix", "select count(*) from report_concurrency('\\')", 0),
+    fine("report_concurrency", "injection-prefix", f"select count(*) from report_concurrency($${INJECTION}$$)", 0),
+    fine("report_concurrency", "huge-prefix", "select count(*) from report_concurrency(repeat('w', 1000000))", 0),
+    fine("report_double_runs", "percent-prefix", "select jobs_seen from report_double_runs('%')", 0),
+    fine("report_double_runs", "null-prefix", "select jobs_seen from report_double_runs(null)", 4),
+    fine("report_latest_jobs", "limit-1000", "select count(*) from report_latest_jobs(1000)", 5),
+    fine("report_timeline", "never-tried-job", "select count(*) from report_timeline(<pending>)", 0),
+]
+
+
+# ---- the world -----------------------------------------------------------------------------------
+
+@dataclass
+class World:
+    conn: psycopg.Connection
+    ids: dict[str, uuid.UUID]
+    digest: dict[str, Any]
+
+    def sql(self, statement: str) -> str:
+        for state, job_id in {**self.ids, "unknown": UNKNOWN}.items():
+            statement = statement.replace(f"<{state}>", f"'{job_id}'::uuid")
+        return statement
+
+
+def digest(conn: psycopg.Connection) -> dict[str, Any]:
+    """One md5 per table over every row, in a fixed order, and the row counts."""
+    return one(conn, """
+        select (select count(*) from jobs) as jobs,
+               (select md5(coalesce(string_agg(j::text, '|' order by j.id), '')) from jobs j) as jobs_md5,
+               (select count(*) from job_attempts) as attempts,
+               (select md5(coalesce(string_agg(a::text, '|' order by a.job_id, a.attempt), ''))
+                  from job_attempts a) as attempts_md5,
+               (select count(*) from flyers) as flyers,
+               (select md5(coalesce(string_agg(f::text, '|' order by f.job_id), '')) from flyers f) as flyers_md5,
+               (select md5(string_agg(s::text, '|')) from queue_settings s) as settings_md5""")
+
+
+def seed(conn: psycopg.Connection) -> dict[str, uuid.UUID]:
+    """One job in every state, all in queue 'world', through the functions themselves."""
+    conn.execute("truncate jobs, job_attempts, flyers cascade")
+    conn.execute("update queue_settings set max_attempts = 5, lease_ms = 60000, retry_extra_attempts = 5,"
+                 " backoff_base_ms = 2000, backoff_max_jitter_ms = 1000, backoff_max_delay_ms = 3600000,"
+                 " max_payload_bytes = 65536")
+    ids: dict[str, uuid.UUID] = {}
+
+    def enqueue_and_claim(state: str, max_attempts: int = 5) -> uuid.UUID:
+        job_id = one(conn, "select id from enqueue_job('listing_flyer', %s::jsonb, %s, 'world',"
+                           " p_max_attempts => %s)", [Jsonb({"n": state}), f"world-{state}", max_attempts])["id"]
+        claimed = rows(conn, "select id from claim_job('w1', array['world'], %s)", [DAY_MS])
+        assert claimed == [{"id": job_id}]
+        return job_id
+
+    ids["processing"] = enqueue_and_claim("processing")
+    ids["succeeded"] = enqueue_and_claim("succeeded")
+    conn.execute("select mark_succeeded(%s, 'w1', 1)", [ids["succeeded"]])
+    conn.execute("select save_flyer(%s, '%%PDF-1.4 world')", [ids["succeeded"]])
+    ids["failed"] = enqueue_and_claim("failed")
+    conn.execute("select mark_failed(%s, 'w1', 1, 'printer jammed', true, %s, 0)", [ids["failed"], DAY_MS])
+    ids["dead"] = enqueue_and_claim("dead", max_attempts=1)
+    conn.execute("select mark_failed(%s, 'w1', 1, 'bad payload', false)", [ids["dead"]])
+    ids["pending"] = one(conn, "select id from enqueue_job('listing_flyer', %s::jsonb, 'world-pending', 'world')",
+                         [Jsonb({"n": "pending"})])["id"]
+    states = {r["id"]: r["status"] for r in rows(conn, "select id, status from jobs")}
+    assert states == {job_id: state for state, job_id in ids.items()}
+    return ids
+
+
+@pytest.fixture(scope="module")
+def world_url(pg_server: str, template_db: str) -> Iterator[str]:
+    """A migrated database of this module's own."""
+    name = f"pgqw_h_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute(sql.SQL("create database {} template {}").format(sql.Identifier(name),
+                                                                      sql.Identifier(template_db)))
+    yield make_conninfo(pg_server, dbname=name)
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="module")
+def world_state(world_url: str) -> Iterator[World]:
+    with psycopg.connect(world_url, autocommit=True) as conn:
+        ids = seed(conn)
+        yield World(conn, ids, digest(conn))
+
+
+@pytest.fixture
+def world(world_state: World) -> World:
+    """The world as seeded: seeded again when an earlier test (a failing one) changed it."""
+    if digest(world_state.conn) != world_state.digest:
+        world_state.ids = seed(world_state.conn)
+        world_state.digest = digest(world_state.conn)
+    return world_state
+
+
+# ---- the tests -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("call", BAD_CALLS)
+def test_hostile_input_raises_documented_sqlstate_and_writes_nothing(world: World, call: Call) -> None:
+    before = digest(world.conn)
+    try:
+        world.conn.execute(world.sql(call.sql))
+    except psycopg.Error as exc:
+        error: psycopg.Error | None = exc
+    else:
+        error = None
+    after = digest(world.conn)
+    changed = sorted(k for k in before if before[k] != after[k])
+    assert error is not None, f"{call.function} ({call.what}) was accepted; it changed {changed or 'nothing'}"
+    assert error.sqlstate == call.expect, (
+        f"{call.function} ({call.what}): expected {call.expect}, got {error.sqlstate}: {error.diag.message_primary}")
+    assert error.diag.message_primary
+    assert after == before
+
+
+@pytest.mark.parametrize("call", FINE_CALLS)
+def test_hostile_but_valid_input_succeeds_and_writes_nothing(world: World, call: Call) -> None:
+    before = digest(world.conn)
+    result = world.conn.execute(world.sql(call.sql)).fetchone()
+    after = digest(world.conn)
+    assert result is not None and result[0] == call.result, f"{call.function} ({call.what}) returned {result}"
+    assert after == before
+
+
+def test_hostile_input_cases_cover_every_function(world: World) -> None:
+    """Every file in db/functions is called above, and each of them exists in the database."""
+    files = {p.stem for p in FUNCTIONS_DIR.glob("*.sql")}
+    called = {p.values[0].function for p in BAD_CALLS + FINE_CALLS}
+    assert called == files
+    in_database = {r["proname"] for r in rows(world.conn,
+                   "select proname from pg_proc where pronamespace = 'public'::regnamespace")}
+    assert files <= in_database
+    failing_calls = {p.values[0].function for p in BAD_CALLS}
+    # Reads without arguments that can be wrong have only hostile-but-valid calls.
+    assert files - failing_calls == {"queue_stats", "report_concurrency", "report_double_runs"}
+
+
+@pytest.mark.parametrize("function, call", [
+    ("enqueue_job", "select enqueue_job(%s::text, '{}', 'k')"),
+    ("enqueue_job", "select enqueue_job('t', '{}', %s::text)"),
+    ("claim_jobs", "select * from claim_jobs(%s::text, 1)"),
+    ("mark_failed", "select * from mark_failed(%s::uuid, 'w1', 1, %s::text)"),
+    ("release_job", "select * from release_job(%s::uuid, 'w1', 1, %s::text)"),
+])
+def test_hostile_input_nul_byte_from_a_client_is_refused_and_writes_nothing(
+        world: World, function: str, call: str) -> None:
+    """A NUL in a text parameter: psycopg refuses to send it (Postgres text cannot hold it)."""
+    params = [world.ids["processing"], "a\x00b"] if call.count("%s") == 2 else ["a\x00b"]
+    before = digest(world.conn)
+    with pytest.raises(psycopg.DataError, match="NUL"):
+        world.conn.execute(call, params)
+    assert digest(world.conn) == before
+
+
+HOSTILE_TEXT = [
+    INJECTION,
+    "Robert'); drop table job_attempts;--",
+    "$$ || pg_sleep(10) || $$",
+    "%s %L %I %%",
+    "\\x00 \\' \\\\",
+    "ناشر 📄 flyer ñ 中文 \u202e rtl",
+    "e\u0301 (combining) \u200b (zero width)",
+    "x" * 100,
+    "€" * 100,
+]
+
+
+def test_hostile_text_round_trips_through_every_text_argument(conn: psycopg.Connection) -> None:
+    """Hostile but valid text is data: stored and returned exactly, never run as SQL."""
+    for n, text in enumerate(HOSTILE_TEXT):
+        key = f"hostile-{n}:{INJECTION.replace(' ', '')}"  # keys are visible ASCII: no spaces
+        job = one(conn, "select * from enqueue_job(%s::text, %s::jsonb, %s::text, %s::text)",
+                  [text, Jsonb({text: [text]}), key, text])
+        assert (job["type"], job["payload"], job["idempotency_key"], job["queue"]) == (text, {text: [text]}, key, text)
+        worker = text[:200]
+        claimed = one(conn, "select * from claim_jobs(%s::text, 5, array[%s::text])", [worker, text])
+        assert (claimed["id"], claimed["locked_by"]) == (job["id"], worker)
+        assert [r["job_id"] for r in rows(conn, "select * from heartbeat(%s::text, %s::uuid[])",
+                                          [worker, [job["id"]]])] == [job["id"]]
+        report = one(conn, "select * from report_concurrency(%s::text)", [worker])
+        assert (report["worker_id"], report["attempts_run"]) == (worker, 1)
+        error = text * 200  # longer than the 10,000 characters kept
+        failed = one(conn, "select * from mark_failed(%s, %s::text, 1, %s::text, false)", [job["id"], worker, error])
+        assert failed["status"] == "dead" and failed["last_error"] == error[:10_000]
+        attempt = one(conn, "select * from report_timeline(%s)", [job["id"]])
+        assert attempt["error"] == error[:10_000] and attempt["worker_id"] == worker
+    assert one(conn, "select count(*) as n from jobs")["n"] == len(HOSTILE_TEXT)
+    assert one(conn, "select count(*) as n from job_attempts")["n"] == len(HOSTILE_TEXT)
+
+
+def test_hostile_text_in_release_reason_is_kept_as_data(conn: psycopg.Connection) -> None:
+    job = one(conn, "select * from enqueue_job('t', '{}', 'k')")
+    one(conn, "select * from claim_job('w1')")
+    released = one(conn, "select * from release_job(%s, 'w1', 1, %s::text)", [job["id"], INJECTION * 1000])
+    assert released["status"] == "pending"
+    attempt = one(conn, "select * from job_attempts where job_id = %s", [job["id"]])
+    assert attempt["error"] == f"handed back by worker w1: {INJECTION * 1000}"[:10_000]
+    assert (attempt["outcome"], attempt["abandon_reason"]) == ("abandoned", "handed_back")
