@@ -3,7 +3,8 @@
 -- Rows are picked with for update skip locked, so concurrent claimers never take the same job and never wait.
 -- Each claimed job gets attempts + 1, started_at, locked_by, a lease (p_lease_ms or queue_settings.lease_ms)
 -- and a job_attempts row, all in the same statement. Returns the claimed rows, or no row.
--- Raises QV400 for a missing worker id or an out-of-range limit, lease or queue list.
+-- Raises QV400 for a missing or blank worker id, an out-of-range limit, lease or queue list, or a now
+-- that is null, infinite or past the year 9999.
 -- Plan (measured in docs/benchmarks.md): whatever the statistics say, the ready index is read in its
 -- order up to the limit and the picked rows are updated through the primary key, so a claim costs the
 -- same with 10 or 1,000,000 jobs waiting. One generic plan per session (plan_cache_mode) spares a
@@ -30,7 +31,7 @@ set enable_seqscan = off
 set jit = off
 as $$
 begin
-    if p_worker_id is null or btrim(p_worker_id) = '' or length(p_worker_id) > 200 then
+    if p_worker_id is null or p_worker_id !~ '\S' or length(p_worker_id) > 200 then
         raise exception using errcode = 'QV400',
             message = 'worker id must be a non-empty text of at most 200 characters';
     end if;
@@ -45,8 +46,9 @@ begin
     if p_queues is not null and cardinality(p_queues) = 0 then
         raise exception using errcode = 'QV400', message = 'queues, when given, must name at least one queue';
     end if;
-    if p_now is null then
-        raise exception using errcode = 'QV400', message = 'now must not be null';
+    if p_now is null or not isfinite(p_now) or p_now >= '9999-01-01' then
+        raise exception using errcode = 'QV400',
+            message = format('now must be a finite time before the year 9999, got %s', coalesce(p_now::text, 'null'));
     end if;
 
     return query

@@ -32,7 +32,7 @@ declare
     v_created boolean;
 begin
     select * into v_settings from queue_settings;
-    if p_type is null or btrim(p_type) = '' or length(p_type) > 100 then
+    if p_type is null or p_type !~ '\S' or length(p_type) > 100 then
         raise exception using errcode = 'QV400',
             message = 'type must be a non-empty text of at most 100 characters';
     end if;
@@ -51,7 +51,7 @@ begin
             message = 'idempotency key must be 1 to 255 visible ASCII characters (! to ~, no spaces)',
             detail = format('got %s characters', coalesce(length(p_idempotency_key)::text, 'null'));
     end if;
-    if p_queue is null or btrim(p_queue) = '' or length(p_queue) > 100 then
+    if p_queue is null or p_queue !~ '\S' or length(p_queue) > 100 then
         raise exception using errcode = 'QV400',
             message = 'queue must be a non-empty text of at most 100 characters';
     end if;

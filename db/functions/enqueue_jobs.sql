@@ -69,13 +69,13 @@ begin
     end if;
 
     select b.n, case
-             when b.type is null or btrim(b.type) = '' or length(b.type) > 100
+             when b.type is null or b.type !~ '\S' or length(b.type) > 100
                  then 'type must be a non-empty text of at most 100 characters'
              when b.payload is null or jsonb_typeof(b.payload) <> 'object'
                  then 'payload must be a JSON object'
              when b.key is null or b.key !~ '^[!-~]{1,255}$'
                  then 'idempotency_key must be 1 to 255 visible ASCII characters (! to ~, no spaces)'
-             when btrim(b.queue) = '' or length(b.queue) > 100
+             when b.queue !~ '\S' or length(b.queue) > 100
                  then 'queue must be a non-empty text of at most 100 characters'
              when b.max_attempts < 1 or b.max_attempts > 1000
                  then 'max_attempts must be between 1 and 1000'
@@ -86,10 +86,10 @@ begin
       into v_bad
       from unnest(v_types, v_payloads, v_keys, v_queues, v_max_attempts)
            with ordinality as b(type, payload, key, queue, max_attempts, n)
-     where b.type is null or btrim(b.type) = '' or length(b.type) > 100
+     where b.type is null or b.type !~ '\S' or length(b.type) > 100
         or b.payload is null or jsonb_typeof(b.payload) <> 'object'
         or b.key is null or b.key !~ '^[!-~]{1,255}$'
-        or btrim(b.queue) = '' or length(b.queue) > 100
+        or b.queue !~ '\S' or length(b.queue) > 100
         or b.max_attempts < 1 or b.max_attempts > 1000
         or octet_length(b.payload::text) > v_settings.max_payload_bytes
      order by b.n limit 1;

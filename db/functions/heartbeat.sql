@@ -15,7 +15,7 @@ security definer
 set search_path = public, pg_temp
 as $$
 begin
-    if p_worker_id is null or btrim(p_worker_id) = '' then
+    if p_worker_id is null or p_worker_id !~ '\S' then
         raise exception using errcode = 'QV400', message = 'worker id must not be empty';
     end if;
     if p_job_ids is null then

@@ -33,7 +33,7 @@ begin
     if p_attempt < 1 then
         raise exception using errcode = 'QV400', message = format('attempt must be 1 or more, got %s', p_attempt);
     end if;
-    if p_error is null or btrim(p_error) = '' then
+    if p_error is null or p_error !~ '\S' then
         raise exception using errcode = 'QV400', message = 'error must be a non-empty text';
     end if;
     if p_base_ms < 0 or p_max_jitter_ms < 0 or p_max_delay_ms < 0 then

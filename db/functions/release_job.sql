@@ -23,6 +23,9 @@ begin
     if p_job_id is null or p_worker_id is null or p_attempt is null then
         raise exception using errcode = 'QV400', message = 'job id, worker id and attempt must not be null';
     end if;
+    if p_attempt < 1 then
+        raise exception using errcode = 'QV400', message = format('attempt must be 1 or more, got %s', p_attempt);
+    end if;
     v_reason := format('handed back by worker %s: %s', p_worker_id,
                        coalesce(nullif(btrim(p_reason), ''), 'no reason given'));
 

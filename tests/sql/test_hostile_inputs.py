@@ -82,6 +82,7 @@ BAD_CALLS = [
     bad("claim_job", "min-int-lease", "select * from claim_job('w9', null, -2147483648)", "QV400"),
     bad("claim_job", "null-now", "select * from claim_job('w9', p_now => null)", "QV400"),
     bad("claim_job", "infinite-now", "select * from claim_job('w9', p_now => 'infinity')", "QV400"),
+    bad("claim_job", "now-minus-infinity", "select * from claim_job('w9', p_now => '-infinity')", "QV400"),
     bad("claim_job", "now-at-end-of-time",
         "select * from claim_job('w9', p_lease_ms => 86400000, p_now => '294276-12-31 00:00:00+00')", "QV400"),
     # claim_jobs(worker_id, limit, queues, lease_ms, now)
@@ -339,7 +340,6 @@ FINE_CALLS = [
     fine("backoff_delay", "capped-at-zero", "select backoff_delay(60, 1000, 1000, 0, 1) = interval '0'", True),
     fine("claim_job", "unknown-queue", "select count(*) from claim_job('w9', array['no-such-queue'])", 0),
     fine("claim_job", "null-queue-name", "select count(*) from claim_job('w9', array[null]::text[])", 0),
-    fine("claim_job", "now-minus-infinity", "select count(*) from claim_job('w9', p_now => '-infinity')", 0),
     fine("claim_jobs", "injection-queue", f"select count(*) from claim_jobs('w9', 5, array[$${INJECTION}$$])", 0),
     fine("claim_jobs", "now-long-ago", "select count(*) from claim_jobs('w9', 1000, p_now => '1970-01-01')", 0),
     fine("enqueue_job", "same-request-again",
