@@ -49,6 +49,21 @@ begin
     if found then
         raise exception using errcode = 'QV400', message = format('job %s must be a JSON object, got %s', v_bad.n, v_bad.kind);
     end if;
+    -- Fields of the wrong JSON kind would otherwise be turned into text ({"type": {"x": 1}} stored as
+    -- the type '{"x": 1}'). A JSON null counts as absent: the field's default applies.
+    select e.n, f.key, jsonb_typeof(f.value) as kind into v_bad
+      from jsonb_array_elements(p_jobs) with ordinality as e(elem, n)
+      cross join lateral jsonb_each(e.elem) as f(key, value)
+     where jsonb_typeof(f.value) <> 'null'
+       and ((f.key in ('type', 'idempotency_key', 'queue', 'run_at') and jsonb_typeof(f.value) <> 'string')
+         or (f.key in ('priority', 'max_attempts') and jsonb_typeof(f.value) <> 'number'))
+     order by e.n, f.key limit 1;
+    if found then
+        raise exception using errcode = 'QV400',
+            message = format('job %s: %s must be a JSON %s, got %s', v_bad.n, v_bad.key,
+                             case when v_bad.key in ('priority', 'max_attempts') then 'number' else 'string' end,
+                             v_bad.kind);
+    end if;
 
     begin
         select array_agg(e.elem ->> 'type' order by e.n),
