@@ -46,7 +46,8 @@ begin
             message = format('payload is %s bytes, more than the limit of %s',
                              octet_length(p_payload::text), v_settings.max_payload_bytes);
     end if;
-    if p_idempotency_key is null or p_idempotency_key !~ '^[!-~]{1,255}$' then
+    if p_idempotency_key is null or length(p_idempotency_key) not between 1 and 255
+       or p_idempotency_key ~ '[^!-~]' then
         raise exception using errcode = 'QV400',
             message = 'idempotency key must be 1 to 255 visible ASCII characters (! to ~, no spaces)',
             detail = format('got %s characters', coalesce(length(p_idempotency_key)::text, 'null'));

@@ -88,7 +88,7 @@ begin
                  then 'type must be a non-empty text of at most 100 characters'
              when b.payload is null or jsonb_typeof(b.payload) <> 'object'
                  then 'payload must be a JSON object'
-             when b.key is null or b.key !~ '^[!-~]{1,255}$'
+             when b.key is null or length(b.key) not between 1 and 255 or b.key ~ '[^!-~]'
                  then 'idempotency_key must be 1 to 255 visible ASCII characters (! to ~, no spaces)'
              when b.queue !~ '\S' or length(b.queue) > 100
                  then 'queue must be a non-empty text of at most 100 characters'
@@ -103,7 +103,7 @@ begin
            with ordinality as b(type, payload, key, queue, max_attempts, n)
      where b.type is null or b.type !~ '\S' or length(b.type) > 100
         or b.payload is null or jsonb_typeof(b.payload) <> 'object'
-        or b.key is null or b.key !~ '^[!-~]{1,255}$'
+        or b.key is null or length(b.key) not between 1 and 255 or b.key ~ '[^!-~]'
         or b.queue !~ '\S' or length(b.queue) > 100
         or b.max_attempts < 1 or b.max_attempts > 1000
         or octet_length(b.payload::text) > v_settings.max_payload_bytes
