@@ -79,17 +79,22 @@ def cmd_api(args: argparse.Namespace) -> int:
 
     import waitress
 
-    server = waitress.create_server(
-        app,
-        host=host,
-        port=port,
-        threads=settings.api_threads,
-        ident="pgqw",
-        # The app answers 413 in JSON above MAX_BODY_BYTES; waitress stops far bigger bodies itself
-        # (in plain text) instead of buffering up to its default of 1 GiB.
-        max_request_body_size=max(16 * settings.max_body_bytes, 1 << 20),
-        clear_untrusted_proxy_headers=True,
-    )
+    try:
+        server = waitress.create_server(
+            app,
+            host=host,
+            port=port,
+            threads=settings.api_threads,
+            ident="pgqw",
+            # The app answers 413 in JSON above MAX_BODY_BYTES; waitress stops far bigger bodies itself
+            # (in plain text) instead of buffering up to its default of 1 GiB.
+            max_request_body_size=max(16 * settings.max_body_bytes, 1 << 20),
+            clear_untrusted_proxy_headers=True,
+        )
+    except (ValueError, OSError) as exc:
+        # A name that does not resolve, an address not on this machine, a port in use or not allowed.
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"cannot listen on {host}:{port}: {reason}") from None
     print(f"pgqw api: serving on {_url(host, server.effective_port)} "
           f"(waitress, {settings.api_threads} threads)", flush=True)
     try:

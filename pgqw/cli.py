@@ -24,10 +24,6 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-_positive = whole(1)
-_port = port
-
-
 def cmd_migrate(args: argparse.Namespace) -> int:
     from .embedded import database_url
     from .migrate import migrate
@@ -63,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("api", help="serve the JSON API and the web page",
                        description="Serve the JSON API and the web page with waitress (production server).")
-    p.add_argument("--port", type=_port, help="port to listen on (default PORT or 3000)")
+    p.add_argument("--port", type=port, help="port to listen on (default PORT or 3000)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1); any address that is not loopback "
                    "needs API_TOKENS set, or the API refuses to start")
@@ -73,15 +69,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("worker", help="run one worker",
                        description="Run one worker: claim jobs, run them, record every attempt.")
     p.add_argument("--id", dest="worker_id", help="worker id (default WORKER_ID, else host-pid)")
-    p.add_argument("--concurrency", type=_positive, help="jobs at once (default WORKER_CONCURRENCY or 5)")
+    p.add_argument("--concurrency", type=whole(1), help="jobs at once (default WORKER_CONCURRENCY or 5)")
     p.add_argument("--queues", help="comma-separated queues to take jobs from (default: all)")
     p.set_defaults(func=_lazy("worker.main", "cmd_worker"))
 
     p = sub.add_parser("up", help="bring the whole system up: database, migrate, API and workers",
                        description="Start the embedded PostgreSQL (unless DATABASE_URL is set), migrate, "
                        "then the API and N workers with their logs interleaved. Ctrl+C stops everything.")
-    p.add_argument("--workers", type=_positive, default=1, help="number of worker processes (default 1)")
-    p.add_argument("--port", type=_port, help="API port (default PORT or 3000)")
+    p.add_argument("--workers", type=whole(1), default=1, help="number of worker processes (default 1)")
+    p.add_argument("--port", type=port, help="API port (default PORT or 3000)")
     p.add_argument("--host", default="127.0.0.1",
                    help="API address (default 127.0.0.1); not loopback needs API_TOKENS set")
     p.set_defaults(func=_lazy("pgqw.up", "cmd_up"))
@@ -89,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("burst", help="send N jobs at once through the API",
                        description="Send N listing_flyer jobs at once through the API, each with its own "
                        "idempotency key, and print a summary.")
-    p.add_argument("n", type=_positive, help="how many jobs")
+    p.add_argument("n", type=whole(1), help="how many jobs")
     p.add_argument("--url", help="API base URL (default http://127.0.0.1:PORT)")
     p.set_defaults(func=_lazy("pgqw.tools", "cmd_burst"))
 

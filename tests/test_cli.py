@@ -46,6 +46,8 @@ def test_cli_every_subcommand_has_help(command: str) -> None:
         (["soak", "--jobs", "0"], {}, "must be"),
         (["api", "--host", "0.0.0.0"], {"API_TOKENS": ""}, "refusing to listen on 0.0.0.0 without authentication"),
         (["api"], {"API_TOKENS": "short"}, "API_TOKENS: token 1 is shorter than 16 characters"),
+        (["api", "--host", "no-such-host.invalid"], {"API_TOKENS": "t" * 20}, "cannot listen on no-such-host.invalid"),
+        (["api", "--host", "192.0.2.1"], {"API_TOKENS": "t" * 20}, "cannot listen on 192.0.2.1"),
         (["migrate", "--no-such-flag"], {}, "unrecognized arguments"),
     ],
 )

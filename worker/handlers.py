@@ -7,7 +7,7 @@ a transient failure (the job is retried with backoff while it has attempts left)
 Handlers must be idempotent: a job can run more than once (a worker dies mid-work, or its lease
 expires while it still runs), so the work checks what is already done.
 
-A handler whose work ends in a row of its own (the flyer) stores it with ctx.complete(store): in the
+A handler whose work ends in a row of its own (the flyer) stores it with ctx.finish(store): in the
 worker, store and mark_succeeded run in one transaction, so the output exists exactly when the job
 succeeded. A worker killed between the two, or one whose lease ran out, leaves neither behind; its
 late commit is refused (QL409) and rolls the output back with it.
