@@ -13,7 +13,7 @@ progress, injects faults:
              restarted. Workers are not touched after a restart: they must come back by themselves.
 
 When every job is succeeded or dead (or --timeout passed, which is a failure) the workers are
-stopped with SIGTERM and the database is checked (CHECKS_SQL): every job succeeded or dead, none
+stopped with SIGTERM and the database is checked (pgqw.db.soak_checks): every job succeeded or dead, none
 processing, one flyer per succeeded job and none on any other job, no job run to success twice, no
 two attempts of one job overlapping in time, every attempt finished, and jobs.attempts equal to the
 job's attempt rows. The figures are printed as a table with the fault counts; the exit code is 1
@@ -43,7 +43,6 @@ from typing import IO, Any, Sequence
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg.rows import dict_row
 
 from .argtypes import whole
 from . import db
@@ -82,74 +81,6 @@ class SoakError(RuntimeError):
 
 # ------------------------------------------------------------------------------------------ checks
 
-# The soak's final checks: one read-only query over the whole database. pgqw/db.py holds the
-# project's SQL by its style; this query stays here because only the soak (and its tests) use it.
-# Each *_ids column lists up to 5 offending jobs, so a failure names them.
-CHECKS_SQL = """
-with per_job as (
-    select j.id, j.status, j.attempts,
-           count(a.attempt)::int as attempt_rows,
-           coalesce(max(a.attempt), 0)::int as last_attempt,
-           (count(*) filter (where a.outcome = 'succeeded'))::int as successes,
-           exists (select 1 from flyers f where f.job_id = j.id) as has_flyer
-      from jobs j
-      left join job_attempts a on a.job_id = j.id
-     group by j.id
-), overlapping as (
-    -- an earlier attempt that had not finished when a later one of the same job started
-    select distinct a1.job_id
-      from job_attempts a1
-      join job_attempts a2 on a2.job_id = a1.job_id and a2.attempt > a1.attempt
-     where a1.finished_at is null or a1.finished_at > a2.started_at
-)
-select
-    (select count(*) from per_job)::int as jobs,
-    (select count(*) from per_job where status = 'succeeded')::int as succeeded,
-    (select count(*) from per_job where status = 'dead')::int as dead,
-    (select count(*) from per_job where status = 'processing')::int as processing,
-    (select count(*) from per_job where status in ('pending', 'failed'))::int as waiting,
-    (select count(*) from flyers)::int as flyers,
-    (select count(*) from per_job where has_flyer and status <> 'succeeded')::int as flyers_not_succeeded,
-    (select count(*) from per_job where not has_flyer and status = 'succeeded')::int as succeeded_no_flyer,
-    (select count(*) from per_job where successes > 1)::int as succeeded_twice,
-    (select coalesce(sum(successes), 0) from per_job)::int as succeeded_attempts,
-    (select count(*) from overlapping)::int as overlapping,
-    (select count(*) from job_attempts where finished_at is null)::int as unfinished_attempts,
-    (select count(*) from job_attempts)::int as attempt_rows,
-    (select coalesce(sum(attempts), 0) from per_job)::int as attempts_counted,
-    (select count(*) from per_job where attempts <> attempt_rows or last_attempt <> attempt_rows)::int
-        as attempts_mismatch,
-    array(select id from per_job where status not in ('succeeded', 'dead') order by id limit 5) as not_final_ids,
-    array(select id from per_job where has_flyer and status <> 'succeeded' order by id limit 5)
-        as flyers_not_succeeded_ids,
-    array(select id from per_job where not has_flyer and status = 'succeeded' order by id limit 5)
-        as succeeded_no_flyer_ids,
-    array(select id from per_job where successes > 1 order by id limit 5) as succeeded_twice_ids,
-    array(select job_id from overlapping order by job_id limit 5) as overlapping_ids,
-    array(select distinct job_id from job_attempts where finished_at is null order by job_id limit 5)
-        as unfinished_ids,
-    array(select id from per_job where attempts <> attempt_rows or last_attempt <> attempt_rows
-          order by id limit 5) as attempts_mismatch_ids
-"""
-
-# What happened, for the report (no expectations): read-only as well.
-OUTCOMES_SQL = """
-select
-    (select count(*) from jobs where status = 'succeeded')::int as jobs_succeeded,
-    (select count(*) from jobs where status = 'dead')::int as jobs_dead,
-    (select count(*) from job_attempts where outcome = 'succeeded')::int as succeeded,
-    (select count(*) from job_attempts where outcome = 'failed')::int as failed,
-    (select count(*) from job_attempts where outcome = 'abandoned' and abandon_reason = 'lease_expired')::int
-        as lease_expired,
-    (select count(*) from job_attempts where outcome = 'abandoned' and abandon_reason = 'handed_back')::int
-        as handed_back,
-    (select count(*) from jobs where attempts > 1)::int as retried_jobs,
-    (select count(*) from jobs where status = 'dead' and last_error like 'invalid listing payload%%')::int
-        as dead_invalid,
-    (select coalesce(max(attempts), 0) from jobs)::int as most_attempts
-"""
-
-
 @dataclass
 class Check:
     figure: str
@@ -168,10 +99,7 @@ def _ids(ids: Sequence[Any], total: int) -> str:
 
 def check_database(conn: psycopg.Connection, *, expected_jobs: int | None = None) -> list[Check]:
     """The final checks of a soak, against the queue in conn's database. Read-only."""
-    with conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(CHECKS_SQL)
-        r = cur.fetchone()
-    assert r is not None
+    r = db.soak_checks(conn)
     final = r["succeeded"] + r["dead"]
     checks = []
     if expected_jobs is not None:
@@ -692,10 +620,7 @@ class Soak:
         f = self.faults
         with self.connect() as conn:
             checks = check_database(conn, expected_jobs=self.total)
-            with conn.cursor(row_factory=dict_row) as cur:
-                cur.execute(OUTCOMES_SQL)
-                outcomes = cur.fetchone()
-        assert outcomes is not None
+            outcomes = db.soak_outcomes(conn)
         owned = self.cluster is not None
         checks.append(Check("run finished within --timeout", f"{self.run_s:.1f}s", f"<= {self.args.timeout:g}s",
                             not self.timed_out))
