@@ -26,7 +26,7 @@ bp = Blueprint("api", __name__, url_prefix="/api")
 # Each job type and the check of its payload (a list of {field, problem}; empty means valid).
 PAYLOAD_VALIDATORS: dict[str, Callable[[Any], list[FieldError]]] = {"listing_flyer": validate_listing}
 JOB_TYPES = tuple(PAYLOAD_VALIDATORS)
-STATUSES = ("pending", "processing", "succeeded", "failed", "dead")
+STATUSES = db.STATUSES
 IDEMPOTENCY_KEY_MAX = 255
 # The rule of the jobs_idempotency_key_charset constraint (db/migrations/0002), checked here first
 # so the answer can say what is wrong with the header.

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pgqw import db
 from pgqw.listing import ADDRESS_MAX, BEDROOMS_MAX, CURRENCIES, MAX_PRICE_MINOR, TITLE_MAX
 
-STATUSES = ["pending", "processing", "succeeded", "failed", "dead"]
+STATUSES = list(db.STATUSES)
 
 
 def _ref(name: str) -> dict[str, str]:

@@ -302,7 +302,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
+    from pgqw.cli import Parser
+
+    p = Parser(prog="pgqw bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="smaller sizes (~2 min); writes nothing under docs/")
     p.add_argument("--profile", choices=sorted(PROFILES), help="sizes by name (full, quick, tiny)")
     p.add_argument("--only", help=f"comma-separated sections of: {', '.join(SECTIONS)} (raw is always run)")
@@ -324,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    args.command_line = "python -m bench.run " + " ".join(shlex.quote(a) for a in argv) if argv else "python -m bench.run"
+    args.command_line = "pgqw bench " + " ".join(shlex.quote(a) for a in argv) if argv else "pgqw bench"
     return cmd_bench(args)
 
 

@@ -5,7 +5,9 @@ Every failure a user can cause ends as one line on stderr and a non-zero exit, n
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
 import psycopg
@@ -45,6 +47,33 @@ def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+LAB = {
+    "evidence": ("tests.lab.evidence", "run the break-it scenarios and write docs/evidence/"),
+    "soak": ("tests.lab.soak", "chaos soak: kill workers, connections and the server, then check"),
+    "bench": ("bench.run", "run the benchmark suite and write docs/benchmarks.md"),
+}
+
+
+def _checkout() -> Path | None:
+    """The repository checkout holding the current folder, if any."""
+    for folder in (Path.cwd(), *Path.cwd().parents):
+        if (folder / "tests" / "lab" / "__init__.py").is_file() and (folder / "bench" / "run.py").is_file():
+            return folder
+    return None
+
+
+def run_lab(name: str, argv: Sequence[str]) -> int:
+    import importlib
+
+    root = _checkout()
+    if root is None:
+        raise UsageError(f"the {name} command runs from a checkout of the pg-queue-worker repository "
+                         "(the lab is not installed with the package): cd into one")
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    return int(importlib.import_module(LAB[name][0]).main(list(argv)) or 0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="pgqw", description="pg-queue-worker: a job queue where PostgreSQL is the queue.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=Parser)
@@ -64,14 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="address to listen on (default 127.0.0.1); any address that is not loopback "
                    "needs API_TOKENS set, or the API refuses to start")
     p.add_argument("--dev", action="store_true", help="use Flask's development server instead")
-    p.set_defaults(func=_lazy("app.serve", "cmd_api"))
+    p.set_defaults(func=_lazy("pgqw.app.serve", "cmd_api"))
 
     p = sub.add_parser("worker", help="run one worker",
                        description="Run one worker: claim jobs, run them, record every attempt.")
     p.add_argument("--id", dest="worker_id", help="worker id (default WORKER_ID, else host-pid)")
     p.add_argument("--concurrency", type=whole(1), help="jobs at once (default WORKER_CONCURRENCY or 5)")
     p.add_argument("--queues", help="comma-separated queues to take jobs from (default: all)")
-    p.set_defaults(func=_lazy("worker.main", "cmd_worker"))
+    p.set_defaults(func=_lazy("pgqw.worker.main", "cmd_worker"))
 
     p = sub.add_parser("up", help="bring the whole system up: database, migrate, API and workers",
                        description="Start the embedded PostgreSQL (unless DATABASE_URL is set), migrate, "
@@ -94,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "the latest jobs.")
     rsub = p.add_subparsers(dest="report", metavar="REPORT", parser_class=Parser)
     rp = rsub.add_parser("timeline", help="every attempt of one job with the wait before each")
-    rp.add_argument("job_id")
+    rp.add_argument("job_id", help="the job's id, or enough of its start to name one job (such as the 8 "
+                    "characters the reports print; dashes optional)")
     rp = rsub.add_parser("concurrency", help="peak jobs at once per worker, and double-run checks")
     rp.add_argument("prefix", nargs="?", default="", help="worker id prefix (default: all workers)")
     p.set_defaults(func=_lazy("pgqw.tools", "cmd_report"))
@@ -104,31 +134,37 @@ def build_parser() -> argparse.ArgumentParser:
                        "the same moment, and count the flyers (must be 1).")
     p.set_defaults(func=_lazy("pgqw.tools", "cmd_check_idempotency"))
 
-    p = sub.add_parser("evidence", help="run the break-it scenarios and write docs/evidence/",
-                       description="Run the break-it scenarios with real API and worker processes, each in a "
-                       "scratch database, and write one file per scenario to docs/evidence/.")
-    p.add_argument("names", nargs="*", metavar="NAME",
-                   help="scenarios to run (default: all): concurrency-50-jobs, backoff-to-dead, "
-                   "stuck-job-recovery, idempotency-key, two-workers, idempotent-work, every-status")
-    p.add_argument("--fast", action="store_true", help="the test suite's short latencies instead of the demo's")
-    p.add_argument("--out", default="docs/evidence", help="folder to write to (default docs/evidence)")
-    p.set_defaults(func=_lazy("pgqw.evidence", "cmd_evidence"))
-
-    from . import soak
-
-    soak.add_parser(sub)
-
-    p = sub.add_parser("bench", help="run the benchmark suite and write docs/benchmarks.md",
-                       description="Measure the queue against the raw SKIP LOCKED ceiling of this machine.")
-    p.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
-    p.add_argument("--only", help="comma-separated sections to run")
-    p.set_defaults(func=_lazy("bench.run", "cmd_bench"))
+    # The lab (break-it scenarios, chaos soak, benchmark) is not installed: these commands load it
+    # from the repository checkout they are run in, and take their own arguments (pgqw soak --help).
+    for name, (_module, text) in LAB.items():
+        sub.add_parser(name, help=f"{text} (from a checkout)", add_help=False)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _run(argv)
+        sys.stdout.flush()  # here, not at exit, so a reader that went away is caught below
+        return code
+    except BrokenPipeError:
+        # Whoever read stdout stopped early (pgqw report | head): end quietly. Python flushes stdout
+        # again at exit, so point it at devnull first (the recipe in the documentation of Python's
+        # signal module, "Note on SIGPIPE").
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    if argv and argv[0] in LAB:
+        args = argparse.Namespace(command=argv[0], func=lambda _a: run_lab(argv[0], argv[1:]))
+    else:
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help, or a usage error already printed
+            return exc.code if isinstance(exc.code, int) else 0
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

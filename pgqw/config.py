@@ -11,8 +11,6 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 class ConfigError(ValueError):
     """A setting has a value that cannot be used."""
@@ -81,9 +79,9 @@ def default_worker_id() -> str:
 
 @dataclass(frozen=True)
 class Settings:
-    # Where the database is. None: the embedded server under PGQW_DATA_DIR.
+    # Where the database is. None: the embedded server `pgqw up` runs in PGQW_DATA_DIR.
     database_url: str | None = None
-    data_dir: Path = ROOT / ".pgdata"
+    data_dir: Path = field(default_factory=lambda: Path.cwd() / ".pgdata")
 
     # Queue rules: None means the queue_settings table decides.
     max_attempts: int | None = None
@@ -128,7 +126,7 @@ def load() -> Settings:
     queues_raw = os.environ.get("WORKER_QUEUES", "").strip()
     s = Settings(
         database_url=os.environ.get("DATABASE_URL") or None,
-        data_dir=Path(os.environ.get("PGQW_DATA_DIR") or ROOT / ".pgdata"),
+        data_dir=Path(os.environ.get("PGQW_DATA_DIR") or Path.cwd() / ".pgdata").absolute(),
         max_attempts=_int("MAX_ATTEMPTS", None, minimum=1),
         retry_base_delay_ms=_int("RETRY_BASE_DELAY_MS", None, minimum=0),
         retry_max_jitter_ms=_int("RETRY_MAX_JITTER_MS", None, minimum=0),

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import hashlib
 import re
+from importlib.resources import files
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import psycopg
 
-from .config import ROOT
-
-SQL_DIR = ROOT / "db"
+# The repository's db/ folder, installed as the package pgqw.sql (the wheel carries it).
+SQL_DIR = Path(str(files("pgqw.sql")))
 LOCK_KEY = 7_101_984_151  # any constant bigint; names this project's migrate lock
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
@@ -98,6 +98,13 @@ def migrate(
     """
     result = MigrateResult()
     listening: list[bool] = []
+    # Refuse before touching the database: a run with no migrations or no functions would
+    # otherwise leave a ledger and nothing else.
+    migrations = migration_files(sql_dir)
+    if not migrations:
+        raise MigrationError(f"no migrations found in {sql_dir / 'migrations'}: nothing was applied")
+    if not function_files(sql_dir):
+        raise MigrationError(f"no function files found in {sql_dir / 'functions'}: nothing was applied")
 
     def on_notice(diag: psycopg.errors.Diagnostic) -> None:
         if listening and diag.message_primary:
@@ -118,7 +125,7 @@ def migrate(
             applied = {
                 v: (n, c) for v, n, c in conn.execute("select version, name, checksum from schema_migrations")
             }
-            for version, path in migration_files(sql_dir):
+            for version, path in migrations:
                 sql = path.read_text()
                 checksum = _checksum(sql)
                 if version in applied:

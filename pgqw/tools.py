@@ -195,7 +195,7 @@ def check_idempotency(conninfo: str, settings: config.Settings) -> IdempotencyCh
     (the sweep handed a slow job to a second worker), and counts the flyers each time."""
     import dataclasses
 
-    from worker.handlers import Context, listing_flyer
+    from pgqw.worker.handlers import Context, listing_flyer
 
     quiet = dataclasses.replace(settings, sim_min_latency_ms=0, sim_max_latency_ms=0, sim_failure_rate=0.0)
     stamp = int(time.time() * 1000)

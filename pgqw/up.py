@@ -63,7 +63,7 @@ def _role_logins(url: str) -> dict[str, str]:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from app.serve import check_exposure
+    from pgqw.app.serve import check_exposure
 
     settings = config.load()
     port = args.port if args.port is not None else settings.port

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pgqw.stack import free_port, wait_for
+from tests.lab.stack import free_port, wait_for
 from pgqw.tools import EXAMPLE_LISTING
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,7 +133,7 @@ def test_cli_up_runs_everything_and_ctrl_c_stops_it_cleanly(tmp_path: Path) -> N
 def test_cli_burst_sends_n_jobs_with_distinct_keys(db_url: str, tmp_path: Path) -> None:
     import psycopg
 
-    from pgqw.stack import Stack
+    from tests.lab.stack import Stack
 
     with Stack(db_url, tmp_path / "logs") as stack:
         url = stack.start_api()

@@ -103,7 +103,7 @@ def listing_flyer(job: db.Job, ctx: Context) -> str | None:
     # saved it meanwhile.
     if ctx.db(lambda conn: db.flyer_exists(conn, job_id=job.id)):
         return "flyer already existed"
-    from worker.flyer import render_flyer  # reportlab is imported only by processes that render
+    from pgqw.worker.flyer import render_flyer  # reportlab is imported only by processes that render
 
     pdf = render_flyer(job.payload, job_id=str(job.id), flyer_url=config.flyer_url(s, job.id))
     if ctx.finish(lambda conn: db.save_flyer(conn, job_id=job.id, pdf=pdf)):

@@ -37,7 +37,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 def cmd_worker(args: argparse.Namespace) -> int:
     from pgqw.embedded import database_url
     from pgqw.errors import UsageError
-    from worker.runner import Worker
+    from pgqw.worker.runner import Worker
 
     settings = settings_from_args(args)
     try:

@@ -37,7 +37,7 @@ from psycopg_pool import ConnectionPool, PoolClosed
 from pgqw import db
 from pgqw.config import Settings
 from pgqw.listing import InvalidPayload
-from worker.handlers import Context, Handler, PermanentError, TransientError, registry
+from pgqw.worker.handlers import Context, Handler, PermanentError, TransientError, registry
 
 T = TypeVar("T")
 

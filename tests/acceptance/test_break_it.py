@@ -8,8 +8,8 @@ from typing import Iterator
 
 import pytest
 
-from pgqw import scenarios
-from pgqw.stack import Stack
+from tests.lab import scenarios
+from tests.lab.stack import Stack
 
 P = scenarios.FAST
 

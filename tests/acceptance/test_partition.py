@@ -32,7 +32,8 @@ import psycopg
 import pytest
 
 from pgqw import db
-from pgqw.cluster import OwnedCluster
+from tests.lab import queries
+from tests.lab.cluster import OwnedCluster
 from pgqw.listing import EXAMPLE_LISTING
 from pgqw.migrate import migrate
 from tests.acceptance.netns import CUTS, NetNs, NetNsError, why_unavailable
@@ -141,11 +142,11 @@ def test_partitioned_worker_is_fenced_off_then_reconnects_and_carries_on(
         return [j.id for j in jobs]
 
     def held_by(worker_id: str, ids: list) -> int:
-        return sum(1 for j in db.jobs_by_id(conn, job_ids=ids)
+        return sum(1 for j in queries.jobs_by_id(conn, job_ids=ids)
                    if j.status == "processing" and j.locked_by == worker_id)
 
     def succeeded(ids: list) -> int:
-        return sum(1 for j in db.jobs_by_id(conn, job_ids=ids) if j.status == "succeeded")
+        return sum(1 for j in queries.jobs_by_id(conn, job_ids=ids) if j.status == "succeeded")
 
     # The worker to be cut off: in its namespace, connecting to the host end's address.
     cut_url = cluster.url("partition", host=netns.host_addr) + (f"?{URL_PARAMS}" if URL_PARAMS else "")

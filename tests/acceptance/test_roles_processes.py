@@ -17,7 +17,7 @@ from flask.testing import FlaskClient
 from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
-from app import close_pool, create_app
+from pgqw.app import close_pool, create_app
 from tests.helpers import LISTING, one, rows
 from tests.worker.conftest import WorkerProcess, wait_for
 

@@ -17,9 +17,9 @@ import psycopg
 import pytest
 
 from pgqw import db
-from pgqw.config import ROOT
-from pgqw.soak import WORKER_SETTINGS_ENV, check_database
-from pgqw.stack import Stack, wait_for
+from tests.lab import ROOT
+from tests.lab.soak import WORKER_SETTINGS_ENV, check_database
+from tests.lab.stack import Stack, wait_for
 from tests.helpers import enqueue
 
 PDF = b"%PDF-1.4 made by hand for a soak check test"

@@ -12,7 +12,7 @@ from flask.testing import FlaskClient
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from app import close_pool, create_app
+from pgqw.app import close_pool, create_app
 from tests.api.openapi_check import check_response
 from tests.helpers import snapshot
 

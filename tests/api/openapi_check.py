@@ -10,7 +10,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import RequestRedirect
 
-from app.openapi import OPENAPI
+from pgqw.app.openapi import OPENAPI
 
 _FORMATS = FormatChecker()
 

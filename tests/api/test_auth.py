@@ -16,8 +16,8 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from app import auth, close_pool, create_app
-from pgqw.config import ROOT
+from pgqw.app import auth, close_pool, create_app
+from tests.lab import ROOT
 from tests.api.conftest import CheckedClient
 from tests.api.live import Process
 from tests.helpers import LISTING, enqueue

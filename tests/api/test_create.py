@@ -281,7 +281,7 @@ def test_create_job_does_not_wait_for_or_start_the_work(client: FlaskClient, con
 
 def test_create_job_max_attempts_comes_from_the_environment(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """MAX_ATTEMPTS is copied into each job the API creates; unset, queue_settings decides (5)."""
-    from app import close_pool, create_app
+    from pgqw.app import close_pool, create_app
 
     monkeypatch.setenv("MAX_ATTEMPTS", "3")
     app = create_app({"TESTING": True, "DATABASE_URL": db_url})

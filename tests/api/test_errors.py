@@ -13,8 +13,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 from psycopg_pool import PoolTimeout
 
-from app import close_pool, create_app
-from app.errors import ApiError, classify, handle_error
+from pgqw.app import close_pool, create_app
+from pgqw.app.errors import ApiError, classify, handle_error
 from tests.api import states
 from tests.api.conftest import CheckedClient
 

@@ -8,7 +8,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from jsonschema import Draft202012Validator
 
-from app.openapi import OPENAPI
+from pgqw.app.openapi import OPENAPI
 from tests.api.openapi_check import openapi_path
 
 IGNORED_METHODS = {"HEAD", "OPTIONS"}

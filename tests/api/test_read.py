@@ -7,7 +7,7 @@ import psycopg
 import pytest
 from flask.testing import FlaskClient
 
-from app.serialize import encode_cursor
+from pgqw.app.serialize import encode_cursor
 from pgqw import db
 from tests.api import states
 from tests.helpers import LISTING

@@ -117,7 +117,7 @@ def test_flyer_of_a_real_rendered_listing_is_a_readable_pdf(client: FlaskClient,
 
     import pypdf
 
-    from worker.flyer import render_flyer
+    from pgqw.worker.flyer import render_flyer
 
     job = states.processing(conn)
     db.save_flyer(conn, job_id=job.id, pdf=render_flyer(job.payload, job_id=str(job.id),

@@ -25,8 +25,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from app import close_pool, create_app
-from app.openapi import OPENAPI
+from pgqw.app import close_pool, create_app
+from pgqw.app.openapi import OPENAPI
 
 EXAMPLES = int(os.environ.get("PGQW_FUZZ_EXAMPLES") or 25)
 TOKEN = "schemathesis-token-0123456789abcdef"

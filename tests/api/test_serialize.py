@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from app.serialize import BadCursor, decode_cursor, encode_cursor, iso
+from pgqw.app.serialize import BadCursor, decode_cursor, encode_cursor, iso
 
 
 def test_iso_is_utc_with_milliseconds_and_z() -> None:

@@ -8,7 +8,7 @@ import pytest
 from flask import Flask
 from prometheus_client.parser import text_string_to_metric_families
 
-from app import close_pool, create_app
+from pgqw.app import close_pool, create_app
 from pgqw import db
 from tests.helpers import enqueue
 

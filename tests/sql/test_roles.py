@@ -17,6 +17,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from pgqw import db
+from tests.lab import queries
 from pgqw.migrate import function_files
 from tests.api import states
 from tests.helpers import LISTING, job_row, one, rows, snapshot
@@ -311,7 +312,7 @@ def test_admin_role_reports_changes_settings_and_repairs(conn: psycopg.Connectio
     assert db.report_double_runs(admin, prefix="w-admin").flyers == 1
     assert {r.id for r in db.report_latest_jobs(admin, limit=10)} == {dead.id, done.id}
     assert db.count_by_status(admin)["dead"] == 1
-    assert db.summarize_jobs(admin, job_ids=[dead.id, done.id]).flyers == 1
+    assert queries.summarize_jobs(admin, job_ids=[dead.id, done.id]).flyers == 1
     assert any(s.metric == "jobs" for s in db.queue_stats(admin))
     assert one(admin, "select backoff_delay(3, 1000, 0, 3600000, 0) as d")["d"] == timedelta(seconds=4)
     assert len(rows(admin, "select * from schema_migrations")) >= 1

@@ -6,7 +6,7 @@ import pytest
 from pypdf import PdfReader
 
 from pgqw.listing import InvalidPayload
-from worker.flyer import render_flyer
+from pgqw.worker.flyer import render_flyer
 
 EXAMPLE = {
     "title": "3-bedroom apartment in Yaba",

@@ -15,7 +15,7 @@ from typing import Callable, Iterator, TypeVar
 import psycopg
 import pytest
 
-from pgqw.config import ROOT
+from tests.lab import ROOT
 
 T = TypeVar("T")
 

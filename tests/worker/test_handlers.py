@@ -11,7 +11,7 @@ import pytest
 from pgqw import db
 from pgqw.config import Settings
 from tests.helpers import LISTING, enqueue
-from worker.handlers import HANDLERS, Context, PermanentError, TransientError, listing_flyer, registry
+from pgqw.worker.handlers import HANDLERS, Context, PermanentError, TransientError, listing_flyer, registry
 
 QUIET = dataclasses.replace(Settings(), worker_id="t", sim_min_latency_ms=0, sim_max_latency_ms=0,
                             sim_failure_rate=0.0)

@@ -9,8 +9,8 @@ import psycopg
 import pytest
 
 from pgqw.config import ConfigError, Settings
-from worker.main import settings_from_args
-from worker.runner import Backoff, Log, describe_database, heartbeat_interval_ms, is_transient
+from pgqw.worker.main import settings_from_args
+from pgqw.worker.runner import Backoff, Log, describe_database, heartbeat_interval_ms, is_transient
 
 
 def test_log_line_matches_the_documented_format() -> None:

@@ -13,7 +13,7 @@ import psycopg
 from pypdf import PdfReader
 
 from pgqw import db
-from pgqw.config import ROOT
+from tests.lab import ROOT
 from tests.helpers import LISTING, enqueue, job_row, rows
 from tests.worker.conftest import SETTINGS_ENV
 

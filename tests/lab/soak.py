@@ -13,7 +13,7 @@ progress, injects faults:
              restarted. Workers are not touched after a restart: they must come back by themselves.
 
 When every job is succeeded or dead (or --timeout passed, which is a failure) the workers are
-stopped with SIGTERM and the database is checked (pgqw.db.soak_checks): every job succeeded or dead, none
+stopped with SIGTERM and the database is checked (tests.lab.queries.soak_checks): every job succeeded or dead, none
 processing, one flyer per succeeded job and none on any other job, no job run to success twice, no
 two attempts of one job overlapping in time, every attempt finished, and jobs.attempts equal to the
 job's attempt rows. The figures are printed as a table with the fault counts; the exit code is 1
@@ -44,11 +44,12 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from .argtypes import whole
-from . import db
-from .config import ROOT
-from .errors import UsageError
-from .listing import EXAMPLE_LISTING
+from pgqw.argtypes import whole
+from pgqw import db
+from tests.lab import queries
+from tests.lab import ROOT
+from pgqw.errors import UsageError
+from pgqw.listing import EXAMPLE_LISTING
 
 # The settings a worker must not inherit from the soak's own environment.
 WORKER_SETTINGS_ENV = (
@@ -99,7 +100,7 @@ def _ids(ids: Sequence[Any], total: int) -> str:
 
 def check_database(conn: psycopg.Connection, *, expected_jobs: int | None = None) -> list[Check]:
     """The final checks of a soak, against the queue in conn's database. Read-only."""
-    r = db.soak_checks(conn)
+    r = queries.soak_checks(conn)
     final = r["succeeded"] + r["dead"]
     checks = []
     if expected_jobs is not None:
@@ -308,7 +309,7 @@ class Soak:
                                  "DATABASE_URL and the soak starts one of its own")
             self.server_url = given
             return
-        from .cluster import ClusterError, OwnedCluster
+        from tests.lab.cluster import ClusterError, OwnedCluster
 
         self.faults.asked["restart"] = 2 if self.args.restarts is None else self.args.restarts
         try:
@@ -326,7 +327,7 @@ class Soak:
                                connect_timeout=5, **kwargs)
 
     def create_database(self) -> None:
-        from .migrate import migrate
+        from pgqw.migrate import migrate
 
         with self.connect(self.server_url) as conn:
             conn.execute(sql.SQL("create database {}").format(sql.Identifier(self.dbname)))
@@ -473,7 +474,7 @@ class Soak:
         live = {s.worker_id for s in self.slots if s.alive()}
         self.event(f"server restart: stop -m {mode}, down {self.args.down_s:g}s, start")
         began = time.monotonic()
-        from .cluster import ClusterError
+        from tests.lab.cluster import ClusterError
 
         try:
             self.cluster.restart(down_s=self.args.down_s, mode=mode)
@@ -620,7 +621,7 @@ class Soak:
         f = self.faults
         with self.connect() as conn:
             checks = check_database(conn, expected_jobs=self.total)
-            outcomes = db.soak_outcomes(conn)
+            outcomes = queries.soak_outcomes(conn)
         owned = self.cluster is not None
         checks.append(Check("run finished within --timeout", f"{self.run_s:.1f}s", f"<= {self.args.timeout:g}s",
                             not self.timed_out))
@@ -812,10 +813,13 @@ def check_only(args: argparse.Namespace, out: Out) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m pgqw.soak …` is `pgqw soak …`."""
-    from .cli import main as cli_main
+    """`pgqw soak …` from a checkout."""
+    from pgqw.cli import Parser
 
-    return cli_main(["soak", *(sys.argv[1:] if argv is None else argv)])
+    parser = Parser(prog="pgqw")
+    add_parser(parser.add_subparsers(parser_class=Parser))
+    args = parser.parse_args(["soak", *(sys.argv[1:] if argv is None else argv)])
+    return args.func(args)
 
 
 if __name__ == "__main__":

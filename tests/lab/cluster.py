@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psycopg
 
-from .stack import free_port
+from tests.lab.stack import free_port
 
 SYSTEM_USER = "pgserver"
 

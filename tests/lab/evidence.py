@@ -15,13 +15,13 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from . import config
-from .errors import UsageError
-from .config import ROOT
-from .embedded import database_url
-from .migrate import migrate
-from .scenarios import DEMO, FAST, SCENARIOS, header
-from .stack import Stack
+from pgqw import config
+from pgqw.errors import UsageError
+from tests.lab import ROOT
+from pgqw.embedded import database_url
+from pgqw.migrate import migrate
+from tests.lab.scenarios import DEMO, FAST, SCENARIOS, header
+from tests.lab.stack import Stack
 
 
 def _commit() -> str:
@@ -30,6 +30,23 @@ def _commit() -> str:
                               text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from pgqw.cli import Parser
+
+    p = Parser(
+        prog="pgqw evidence", description="Run the break-it scenarios with real API and worker processes, "
+        "each in a scratch database, and write one file per scenario to docs/evidence/.")
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help=f"scenarios to run (default: all): {', '.join(SCENARIOS)}")
+    p.add_argument("--fast", action="store_true", help="the test suite's short latencies instead of the demo's")
+    p.add_argument("--out", default=str(ROOT / "docs" / "evidence"), help="folder to write to (default docs/evidence)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cmd_evidence(build_parser().parse_args(argv))
 
 
 def cmd_evidence(args: argparse.Namespace) -> int:

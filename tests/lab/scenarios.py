@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from . import db
-from .stack import Stack, wait_for
-from .tables import format_table
-from .tools import EXAMPLE_LISTING, burst, check_idempotency, post_job
+from pgqw import db
+from tests.lab import queries
+from tests.lab.stack import Stack, wait_for
+from pgqw.tables import format_table
+from pgqw.tools import EXAMPLE_LISTING, burst, check_idempotency, post_job
 
 
 @dataclass
@@ -98,7 +99,7 @@ def _log_peak(log: str) -> int:
 def _wait_all_final(stack: Stack, ids: list[str], timeout: float) -> db.JobsSummary:
     def done() -> db.JobsSummary | None:
         with stack.connect() as conn:
-            s = db.summarize_jobs(conn, job_ids=ids)
+            s = queries.summarize_jobs(conn, job_ids=ids)
         return s if s.succeeded + s.dead == len(ids) else None
 
     return wait_for(done, timeout=timeout, interval=0.2, what=f"{len(ids)} jobs to finish")  # type: ignore[return-value]
@@ -194,7 +195,7 @@ def kill_mid_job(stack: Stack, p: Profile) -> Result:
 
     def all_processing() -> list[db.Job] | None:
         with stack.connect() as conn:
-            jobs = db.jobs_by_id(conn, job_ids=ids)
+            jobs = queries.jobs_by_id(conn, job_ids=ids)
         return jobs if all(j.status == "processing" and j.locked_by == "w-crash" for j in jobs) else None
 
     before = wait_for(all_processing, timeout=30, what="w-crash to take all three jobs")
@@ -208,13 +209,13 @@ def kill_mid_job(stack: Stack, p: Profile) -> Result:
     crash.process.wait(timeout=10)
     time.sleep(0.5)
     with stack.connect() as conn:
-        after_kill = db.jobs_by_id(conn, job_ids=ids)
+        after_kill = queries.jobs_by_id(conn, job_ids=ids)
     r.add("after SIGKILL: nothing changed, the rows still name a worker that no longer exists",
           table(after_kill))
     restarted = stack.start_worker("w-restarted", env=p.worker_env | {"SIM_FAILURE_RATE": "0"})
     summary = _wait_all_final(stack, ids, p.timeout_s)
     with stack.connect() as conn:
-        attempts = db.attempts_for_jobs(conn, job_ids=ids)
+        attempts = queries.attempts_for_jobs(conn, job_ids=ids)
     r.add("w-restarted log", _log_excerpt(restarted.log(), r"\] (worker started|swept|start|success)"))
     r.add("job_attempts of the three jobs", format_table(
         [{**a.__dict__, "job": _short(a.job_id)} for a in attempts],
@@ -255,7 +256,7 @@ def idempotency_key(stack: Stack, p: Profile) -> Result:
     r.add("both at the same moment", f"request A: HTTP {both[0].status}  id {both[0].job_id}\n"
                                      f"request B: HTTP {both[1].status}  id {both[1].job_id}")
     with stack.connect() as conn:
-        counts = db.jobs_per_key(conn, keys=[seq_key, par_key])
+        counts = queries.jobs_per_key(conn, keys=[seq_key, par_key])
     r.add("rows in jobs per key", format_table([{"idempotency_key": k, "jobs": n} for k, n in counts.items()]))
     r.numbers = {"sequential": [(first.status, first.job_id), (second.status, second.job_id)],
                  "parallel": [(b.status, b.job_id) for b in both], "rows_per_key": counts}
@@ -276,7 +277,7 @@ def two_workers(stack: Stack, p: Profile) -> Result:
         conc = db.report_concurrency(conn, prefix="w")
         conc = [c for c in conc if c.worker_id.endswith(tag)]
         runs = db.report_double_runs(conn, prefix="w")
-        attempts = db.attempts_for_jobs(conn, job_ids=ids)
+        attempts = queries.attempts_for_jobs(conn, job_ids=ids)
     chains: dict[uuid.UUID, list[db.Attempt]] = {}
     for a in attempts:
         chains.setdefault(a.job_id, []).append(a)
@@ -302,7 +303,7 @@ def two_workers(stack: Stack, p: Profile) -> Result:
 
 def idempotent_work(stack: Stack, p: Profile) -> Result:
     """Extra: the flyer work run twice for one job leaves one flyer."""
-    from .config import load
+    from pgqw.config import load
 
     r = Result("idempotent-work", "Extra: the work itself run twice produces one output (pgqw check-idempotency)")
     check = check_idempotency(stack.database_url, load())
