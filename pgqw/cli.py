@@ -104,7 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("up", help="bring the whole system up: database, migrate, API and workers",
                        description="Start the embedded PostgreSQL (unless DATABASE_URL is set), migrate, "
-                       "then the API and N workers with their logs interleaved. Ctrl+C stops everything.")
+                       "then the API and N workers with their logs interleaved. Ctrl+C stops everything, "
+                       "the embedded PostgreSQL included. Its data is kept between runs in PGQW_DATA_DIR "
+                       "(default: .pgdata in the current folder). While it runs, the other pgqw commands "
+                       "started in the same folder (or with the same PGQW_DATA_DIR) and without "
+                       "DATABASE_URL use it; no other command starts a server.")
     p.add_argument("--workers", type=whole(1), default=1, help="number of worker processes (default 1)")
     p.add_argument("--port", type=port, help="API port (default PORT or 3000)")
     p.add_argument("--host", default="127.0.0.1",

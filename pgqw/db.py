@@ -452,3 +452,21 @@ def login_roles(conn: psycopg.Connection, names: list[str]) -> set[str]:
     return {r[0] for r in conn.execute(
         "select rolname::text from pg_roles where rolname = any(%(names)s::text[]) and rolcanlogin",
         {"names": names})}
+
+
+def find_job_ids_by_prefix(conn: psycopg.Connection, *, prefix: str, limit: int = 6) -> list[uuid.UUID]:
+    """The ids of the jobs whose id starts with prefix (hex, dashes ignored), smallest first, at most
+    limit of them. The prefix padded with 0s and with fs bounds a range of the primary key's index,
+    so the lookup reads only the matching entries, never the table."""
+    digits = prefix.replace("-", "").lower()
+    if not 1 <= len(digits) <= 32 or any(c not in "0123456789abcdef" for c in digits):
+        raise ValueError(f"a job id prefix is 1 to 32 hex digits, got {prefix!r}")
+    from psycopg.rows import scalar_row
+
+    with conn.cursor(row_factory=scalar_row) as cur:
+        cur.execute(
+            "select id from jobs where id >= %(low)s::uuid and id <= %(high)s::uuid"
+            " order by id limit %(limit)s::integer",
+            {"low": digits.ljust(32, "0"), "high": digits.ljust(32, "f"), "limit": limit},
+        )
+        return cur.fetchall()

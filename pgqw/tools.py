@@ -114,18 +114,31 @@ def _connect(settings: config.Settings) -> psycopg.Connection:
     return psycopg.connect(database_url(settings), autocommit=True)
 
 
-def _job_id(text: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        raise UsageError(f"not a job id: {text!r} (a job id is a UUID)") from None
+SHOWN_MATCHES = 5  # ids listed when a prefix matches several jobs
+
+
+def _job_id(conn: psycopg.Connection, text: str) -> uuid.UUID:
+    """The one job whose id is text or starts with it: the 8 characters the reports print are enough."""
+    digits = text.strip().replace("-", "").lower()
+    if not 1 <= len(digits) <= 32 or any(c not in "0123456789abcdef" for c in digits):
+        raise UsageError(f"not a job id: {text!r} (a job id is a UUID, or the start of one, "
+                         "such as the 8 characters the reports print)")
+    found = db.find_job_ids_by_prefix(conn, prefix=digits, limit=SHOWN_MATCHES + 1)
+    if not found:
+        raise UsageError(f"no job with an id starting {text.strip()}")
+    if len(found) > 1:
+        shown = ", ".join(str(j) for j in found[:SHOWN_MATCHES])
+        count = f"more than {SHOWN_MATCHES}" if len(found) > SHOWN_MATCHES else str(len(found))
+        raise UsageError(f"{count} jobs have an id starting {text.strip()} ({shown}"
+                         f"{', ...' if len(found) > SHOWN_MATCHES else ''}): give more of the id")
+    return found[0]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     settings = config.load()
     with _connect(settings) as conn:
         if args.report == "timeline":
-            job_id = _job_id(args.job_id)
+            job_id = _job_id(conn, args.job_id)
             try:
                 rows = db.report_timeline(conn, job_id=job_id)
             except psycopg.Error as exc:

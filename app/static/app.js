@@ -128,6 +128,18 @@ function formatPrice(minorText, option) {
   return text;
 }
 
+// lastError is the error of the latest failed attempt. While the job is failed or dead that attempt is
+// where the job stands, and the error shows as one (red). In any other status a later attempt has
+// started or succeeded since, so the error is history: shown muted and labelled as an earlier attempt's.
+function earlierError(job) {
+  return Boolean(job.lastError) && job.status !== "failed" && job.status !== "dead";
+}
+
+function errorText(job) {
+  if (!job.lastError) return "";
+  return earlierError(job) ? `earlier attempt failed: ${job.lastError}` : job.lastError;
+}
+
 function badge(el, status) {
   el.textContent = status;
   el.dataset.status = status;
@@ -307,7 +319,13 @@ const form = {
     fact("finished", job.finishedAt, (v) => $("#job-finished").replaceChildren(timeCell(v)));
     fact("next", job.nextAttemptAt, (v) => $("#job-next").replaceChildren(timeCell(v)));
     fact("worker", job.lockedBy, (v) => ($("#job-worker").textContent = v));
-    fact("error", job.lastError, (v) => ($("#job-error").textContent = v));
+    fact("error", job.lastError, () => {
+      const earlier = earlierError(job);
+      // The label says whose error it is; the text is the error alone.
+      $("#job-error-label").textContent = earlier ? "Earlier attempt failed" : "Last error";
+      $("#job-error").className = earlier ? "earlier-error" : "error-text";
+      $("#job-error").textContent = job.lastError;
+    });
     const order = ["pending", "processing", "succeeded"];
     const at = job.status === "failed" ? 0 : order.indexOf(job.status);
     for (const li of $$("#job-steps li")) {
@@ -397,9 +415,10 @@ const jobs = {
       attempts.className = "num";
       attempts.textContent = `${job.attempts} / ${job.maxAttempts}`;
       const error = document.createElement("td");
-      error.className = "error-text clamp";
-      error.textContent = job.lastError || "";
-      error.title = job.lastError || "";
+      error.className = `${earlierError(job) ? "earlier-error" : "error-text"} clamp`;
+      error.dataset.testid = "job-row-error";
+      error.textContent = errorText(job);
+      error.title = errorText(job);
       const flyer = document.createElement("td");
       if (job.resultUrl) {
         const a = document.createElement("a");
@@ -522,6 +541,9 @@ const dead = {
         badge($('[data-slot="status"]', node), data.status);
         const note = $('[data-slot="note"]', node);
         if (data.status === "succeeded") {
+          // The card's error is now an earlier attempt's: no longer shown as the job's.
+          $(".last-error", node).classList.add("earlier");
+          $('[data-slot="lastErrorLabel"]', node).textContent = "Earlier attempt failed";
           note.textContent = "Succeeded on retry. ";
           const a = document.createElement("a");
           a.href = data.resultUrl;

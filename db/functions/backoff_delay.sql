@@ -1,11 +1,6 @@
--- backoff_delay: how long a job waits before its next try after attempt p_attempt failed.
---   delay = least(base * 2^(attempt - 1) + jitter * max_jitter, max_delay)
--- jitter is random() in [0, 1) unless given, so the formula can be tabulated (see docs/sql.md).
--- Arguments left null take their value from queue_settings.
--- Raises QV400 when an argument is out of range.
--- Security invoker: runs with the caller's rights, so it needs SELECT on queue_settings (it shows
--- nothing a caller could not read anyway); search_path pinned (public, pg_temp).
--- EXECUTE: pgqw_admin (db/security/grants.sql).
+-- backoff_delay: the wait before the next try after attempt p_attempt failed, least(base * 2^(attempt - 1)
+-- + jitter * max_jitter, max_delay), jitter random() in [0, 1) unless given, null arguments from queue_settings.
+-- No state change. Returns an interval. Raises QV400 (an argument out of range).
 create or replace function backoff_delay(
     p_attempt        integer,
     p_base_ms        integer default null,

@@ -1,12 +1,6 @@
--- enqueue_job: adds one job (→ pending), or returns the job already made with this idempotency key.
--- One insert with on conflict do nothing: the unique constraint, not a prior check, decides which
--- of two concurrent calls creates the job. created is true only for the call that inserted it.
--- Notifies channel pgqw_jobs (payload: the queue) when the new job is ready now.
--- Raises QV400 (bad argument), QV413 (payload larger than queue_settings.max_payload_bytes),
--- QI409 (the key was already used with a different type, payload, queue or priority).
--- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
--- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
--- the queue's. EXECUTE: pgqw_api and pgqw_admin (db/security/grants.sql).
+-- enqueue_job: adds one job (→ pending; notifies pgqw_jobs when it is ready now), or returns the job made before
+-- with this idempotency key (the unique constraint decides between concurrent calls). Returns the job and created.
+-- Raises QV400 (bad argument), QV413 (payload over max_payload_bytes), QI409 (the key was used for another job).
 create or replace function enqueue_job(
     p_type             text,
     p_payload          jsonb,

@@ -1,14 +1,6 @@
--- enqueue_jobs: enqueue_job for many jobs in one call (→ pending), one insert for the whole batch.
--- p_jobs is a JSON array of objects: {"type", "payload", "idempotency_key", and optionally
--- "queue", "priority", "run_at", "max_attempts"}. The same idempotency rules as enqueue_job:
--- an existing key returns its job with created = false, and raises QI409 if its type, payload,
--- queue or priority differ. One notification per queue for the whole batch, not one per job.
--- Returns one row per element, in input order.
--- Raises QV400 (not an array, a bad element, a key twice in the batch), QV413 (a payload too large),
--- QI409 (a key used before for a different job).
--- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
--- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
--- the queue's. EXECUTE: pgqw_api and pgqw_admin (db/security/grants.sql).
+-- enqueue_jobs: enqueue_job for a JSON array of {type, payload, idempotency_key[, queue, priority, run_at,
+-- max_attempts]} in one insert (→ pending), one notification per queue. Returns one row per element, in order.
+-- Raises QV400 (not an array, a bad element, a key twice in the batch), QV413 (payload too large), QI409.
 create or replace function enqueue_jobs(
     p_jobs  jsonb
 ) returns table (

@@ -1,13 +1,6 @@
--- queue_stats: the queue's numbers in one place, for psql and for /metrics alike. Reads only.
---   metric 'jobs'                      queue, label = status       jobs in that queue and status
---   metric 'oldest_ready_age_seconds'  queue                       age of the oldest job ready to run
---   metric 'attempts'                  label = outcome             attempts by outcome ('running' while unfinished)
---   metric 'worker_events'             label = event               claimed, succeeded, failed, swept, handed_back
--- Every status and outcome appears, with 0 when there are none, so a dashboard never loses a series.
---   select * from queue_stats();
--- Security invoker: runs with the caller's rights, so it needs SELECT on jobs and job_attempts (it shows
--- nothing a caller could not read anyway); search_path pinned (public, pg_temp).
--- EXECUTE: pgqw_api and pgqw_admin (db/security/grants.sql).
+-- queue_stats: the queue's numbers for psql and /metrics: jobs per queue and status, age of the oldest ready job,
+-- attempts per outcome, worker events; every series present, 0 when empty. No state change.
+-- Returns (metric, queue, label, value) rows. Raises nothing of its own.
 create or replace function queue_stats()
 returns table (metric text, queue text, label text, value double precision)
 language sql stable

@@ -1,11 +1,6 @@
--- report_concurrency: per worker whose id starts with p_prefix, the most jobs it ran at once and the
--- attempts it ran, worked out from job_attempts timestamps alone (not from what workers say).
--- An unfinished attempt counts as running until now. At equal timestamps an end is counted before a
--- start, so back-to-back attempts are not an overlap; an attempt of zero length still counts once. Reads only.
---   select * from report_concurrency('w');
--- Security invoker: runs with the caller's rights, so it needs SELECT on job_attempts (it shows
--- nothing a caller could not read anyway); search_path pinned (public, pg_temp).
--- EXECUTE: pgqw_admin (db/security/grants.sql).
+-- report_concurrency: per worker whose id starts with p_prefix, the most jobs it ran at once and its attempts,
+-- from job_attempts timestamps alone (unfinished runs until now; back-to-back is no overlap). No state change.
+-- Returns (worker_id, peak_at_once, attempts_run) rows. Raises nothing of its own.
 create or replace function report_concurrency(
     p_prefix  text default ''
 ) returns table (worker_id text, peak_at_once integer, attempts_run integer)

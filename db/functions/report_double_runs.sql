@@ -1,11 +1,6 @@
--- report_double_runs: the two numbers that must always be 0, for workers whose id starts with p_prefix:
---   overlapping_jobs   jobs that two attempts worked on at overlapping times (two workers on one job)
---   succeeded_twice    jobs with more than one succeeded attempt
--- plus the jobs and attempts looked at, and flyers and succeeded jobs, for comparison. Reads only.
---   select * from report_double_runs('w');
--- Security invoker: runs with the caller's rights, so it needs SELECT on jobs, job_attempts and flyers (it shows
--- nothing a caller could not read anyway); search_path pinned (public, pg_temp).
--- EXECUTE: pgqw_admin (db/security/grants.sql).
+-- report_double_runs: for workers whose id starts with p_prefix, the two numbers that must be 0 (overlapping_jobs,
+-- succeeded_twice) beside the jobs, attempts, succeeded jobs and flyers looked at. No state change.
+-- Returns one row. Raises nothing of its own.
 create or replace function report_double_runs(
     p_prefix  text default ''
 ) returns table (

@@ -1,9 +1,5 @@
--- report_latest_jobs: the newest jobs with what a person checks first. Reads only.
---   select * from report_latest_jobs(20);
--- Raises QV400 when p_limit is not between 1 and 1000.
--- Security invoker: runs with the caller's rights, so it needs SELECT on jobs (it shows
--- nothing a caller could not read anyway); search_path pinned (public, pg_temp).
--- EXECUTE: pgqw_admin (db/security/grants.sql).
+-- report_latest_jobs: the p_limit newest jobs with what a person checks first (status, attempts, last_error).
+-- No state change. Returns one row per job, newest first. Raises QV400 (p_limit not between 1 and 1000).
 create or replace function report_latest_jobs(
     p_limit  integer default 20
 ) returns table (

@@ -1,10 +1,5 @@
--- report_timeline: every attempt of one job in order, with the wait before each (the time from the
--- previous attempt's end to this one's start). Reads only.
---   select * from report_timeline('c031554e-1af9-4611-b311-031622661edc');
--- Raises QV400 for a null id, QN404 for an unknown job.
--- Security invoker: runs with the caller's rights, so it needs SELECT on jobs and job_attempts (it shows
--- nothing a caller could not read anyway); search_path pinned (public, pg_temp).
--- EXECUTE: pgqw_admin (db/security/grants.sql).
+-- report_timeline: every attempt of one job in order, with the wait before each since the previous one ended.
+-- No state change. Returns one row per attempt. Raises QV400 (null id), QN404 (no such job).
 create or replace function report_timeline(
     p_job_id  uuid
 ) returns table (

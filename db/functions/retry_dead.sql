@@ -1,11 +1,6 @@
--- retry_dead: a person gives a dead job another chance (dead → pending, runnable at once).
--- max_attempts grows by p_extra_attempts (default queue_settings.retry_extra_attempts, 5) instead of
--- attempts being reset, so attempt numbers keep counting and the history in job_attempts is kept.
--- Returns the updated job.
+-- retry_dead: gives a dead job more tries (dead → pending, runnable at once; max_attempts + p_extra_attempts,
+-- default retry_extra_attempts; attempts and job_attempts kept). Returns the updated job.
 -- Raises QV400 (null or bad argument), QN404 (no such job), QS409 (the job is not dead).
--- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
--- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
--- the queue's. EXECUTE: pgqw_api and pgqw_admin (db/security/grants.sql).
 create or replace function retry_dead(
     p_job_id          uuid,
     p_extra_attempts  integer default null

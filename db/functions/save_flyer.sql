@@ -1,10 +1,6 @@
--- save_flyer: stores a job's rendered flyer unless one is already stored. No status change.
--- flyers.job_id is the primary key, so however often or however concurrently a job's work runs,
--- one flyer exists; on conflict do nothing makes the later writers a no-op. Returns true when this
--- call stored it. Raises QV400 for a null argument or bytes that are not a PDF, QN404 for an unknown job.
--- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
--- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
--- the queue's. EXECUTE: pgqw_worker and pgqw_admin (db/security/grants.sql).
+-- save_flyer: stores a job's flyer unless one is stored (the primary key keeps one, however many runs).
+-- No status change. Returns true when this call stored it.
+-- Raises QV400 (a null argument, bytes that are not a PDF), QN404 (no such job).
 create or replace function save_flyer(
     p_job_id  uuid,
     p_pdf     bytea

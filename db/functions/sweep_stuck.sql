@@ -1,13 +1,6 @@
--- sweep_stuck: recovers the jobs of workers that stopped responding.
--- Every processing job whose lease expired before p_now:
---   attempts left → pending, runnable at once (processing → pending)
---   none left     → dead                      (processing → dead)
--- last_error names the worker that stopped responding; its job_attempts row becomes abandoned.
--- Rows another transaction has locked are skipped (skip locked), so sweeps never wait on each other.
--- Returns one row per swept job. Raises QV400 when p_now is null.
--- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
--- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
--- the queue's. EXECUTE: pgqw_worker and pgqw_admin (db/security/grants.sql).
+-- sweep_stuck: recovers the processing jobs whose lease expired before p_now (→ pending with tries left, else →
+-- dead; last_error names the worker; its attempt abandoned; locked rows skipped). Returns one row per swept job.
+-- Raises QV400 (null p_now).
 create or replace function sweep_stuck(
     p_now  timestamptz default now()
 ) returns table (job_id uuid, attempt integer, worker_id text, status text, lease_expired_at timestamptz)

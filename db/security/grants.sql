@@ -2,6 +2,20 @@
 -- re-applies the functions, so a function is never callable by PUBLIC, not even for a moment.
 -- Run as the role that owns the queue's tables and functions (the role that ran the migrations).
 --
+-- What is true of every function in db/functions, said here once (each file's header gives only what
+-- it changes, what it returns and the SQLSTATEs it raises):
+--   * A function that writes to the queue's tables (every one but those named in the next two points)
+--     is security definer: it runs as the queue's owner, so a caller needs EXECUTE on it and no
+--     privilege on the tables, and every change goes through the function's checks.
+--   * A function that only reads or computes (backoff_delay, queue_stats, the report_* functions) is
+--     security invoker: it runs with the caller's rights, so the caller also needs SELECT on what it
+--     reads (granted below); it shows nothing the caller could not read anyway.
+--   * raise_job_not_held is security invoker and internal: only the owner's functions call it, and no
+--     role may execute it.
+--   * Every function pins search_path to public, pg_temp, so a caller's own objects cannot stand in for
+--     the queue's.
+--   * Who may execute which function is the list below, and nothing else: PUBLIC may execute none.
+--
 -- Nobody but that owner may insert, update, delete or truncate jobs and job_attempts: the roles change
 -- them only through the security definer functions, which make every transition and check it.
 -- PUBLIC (every role on the server) gets nothing. Each of the three roles first loses every privilege

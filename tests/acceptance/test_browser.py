@@ -3,7 +3,8 @@
 
   1. the form: a bad field is named; the example listing goes through; the status updates live
      until "succeeded"; the PDF link answers application/pdf
-  2. the jobs table: counts per status, the status filter, keyset pages (next, first)
+  2. the jobs table: counts per status, the status filter, keyset pages (next, first); the error of a
+     dead job in red, the earlier attempt's error of a succeeded job muted and labelled as such
   3. the dead-letter view: a job forced dead by the real stored functions shows its payload, last
      error and every attempt; Retry moves it back to pending, and the worker then runs it
 
@@ -50,6 +51,22 @@ def force_dead(conn: psycopg.Connection, title: str, errors: tuple[str, ...]) ->
     return job
 
 
+def succeed_on_second_attempt(conn: psycopg.Connection, title: str, error: str) -> db.Job:
+    """A job whose first attempt failed with error and whose second succeeded, on a queue of its own
+    (the worker does not serve it). Its lastError is the first attempt's."""
+    job = db.enqueue_job(conn, type="listing_flyer", payload={**LISTING, "title": title},
+                         idempotency_key=f"earlier-{uuid.uuid4()}", queue="earlier")
+    claimed = db.claim_job(conn, worker_id="render-worker-1", queues=["earlier"])
+    assert claimed is not None and claimed.id == job.id
+    db.mark_failed(conn, job_id=job.id, worker_id="render-worker-1", attempt=1, error=error, retryable=True,
+                   base_ms=0, max_jitter_ms=0)
+    claimed = db.claim_job(conn, worker_id="render-worker-2", queues=["earlier"])
+    assert claimed is not None and claimed.id == job.id
+    job = db.mark_succeeded(conn, job_id=job.id, worker_id="render-worker-2", attempt=2)
+    assert (job.status, job.last_error) == ("succeeded", error)
+    return job
+
+
 @pytest.fixture
 def system(db_url: str, conn: psycopg.Connection, request: pytest.FixtureRequest) -> Iterator[tuple[str, Process]]:
     with serve_api(db_url) as url, run_worker(db_url, WORKER_ENV) as worker:
@@ -82,6 +99,18 @@ def browser_page(tmp_path: Path) -> Iterator:
             browser.close()
 
 
+def dead_color(page) -> str:  # type: ignore[no-untyped-def]
+    """The computed colour of an error shown as one (class error-text)."""
+    return page.evaluate("""() => {
+        const probe = document.createElement("span");
+        probe.className = "error-text";
+        document.body.append(probe);
+        const color = getComputedStyle(probe).color;
+        probe.remove();
+        return color;
+    }""")
+
+
 def screenshot(page, tmp_path: Path, name: str) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / name
     page.screenshot(path=str(path), full_page=True)
@@ -98,6 +127,7 @@ def test_browser_form_jobs_table_and_dead_letter_retry(
     dead = force_dead(conn, "Duplex with BQ in Lekki Phase 1",
                       ("renderer timed out after 30 s", "font cache locked by another process",
                        "listing photo could not be fetched (HTTP 404)"))
+    earlier = succeed_on_second_attempt(conn, "Bungalow in Ikeja GRA", "renderer crashed")
     # Filler jobs on a queue the worker does not serve: they stay pending, so the table has two pages.
     for n in range(16):
         db.enqueue_job(conn, type="listing_flyer", payload={**LISTING, "title": f"Filler listing {n + 1}"},
@@ -145,7 +175,7 @@ def test_browser_form_jobs_table_and_dead_letter_retry(
     page.get_by_test_id("nav-jobs").click()
     expect(page.get_by_test_id("count-dead")).to_have_text("1")
     expect(page.get_by_test_id("count-pending")).to_have_text("16")
-    expect(page.get_by_test_id("count-succeeded")).to_have_text("1")
+    expect(page.get_by_test_id("count-succeeded")).to_have_text("2")
     page.get_by_test_id("filter-pending").click()
     rows = page.locator('[data-testid="jobs-table"] tbody tr')
     expect(rows).to_have_count(15)
@@ -161,6 +191,19 @@ def test_browser_form_jobs_table_and_dead_letter_retry(
     page.get_by_test_id("filter-dead").click()
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text("Duplex with BQ in Lekki Phase 1")
+    dead_error = rows.first.get_by_test_id("job-row-error")
+    expect(dead_error).to_have_text("listing photo could not be fetched (HTTP 404)")
+    expect(dead_error).to_have_class(re.compile(r"\berror-text\b"))
+    # A job that succeeded on its second attempt: the first attempt's error is history, muted and
+    # labelled so, never shown in red as the error of a succeeded job.
+    page.get_by_test_id("filter-succeeded").click()
+    expect(rows).to_have_count(2)
+    row = page.locator(f'[data-testid="jobs-table"] tbody tr[data-job-id="{earlier.id}"]')
+    expect(row).to_contain_text("succeeded")
+    error = row.get_by_test_id("job-row-error")
+    expect(error).to_have_text("earlier attempt failed: renderer crashed")
+    expect(error).not_to_have_class(re.compile(r"\berror-text\b"))
+    assert error.evaluate("e => getComputedStyle(e).color") != dead_color(page)
 
     # 3. The dead-letter view: payload, last error, every attempt; then Retry.
     page.get_by_test_id("nav-dead").click()
@@ -184,6 +227,8 @@ def test_browser_form_jobs_table_and_dead_letter_retry(
     # The worker takes it from there (failure rate 0): it succeeds, and the card says so.
     expect(card.get_by_test_id("dead-job-status")).to_have_text("succeeded")
     expect(card.get_by_test_id("retry-note")).to_contain_text("Succeeded on retry")
+    expect(card.get_by_test_id("dead-last-error-box")).to_have_class(re.compile(r"\bearlier\b"))
+    expect(card.get_by_test_id("dead-last-error-box")).to_contain_text("Earlier attempt failed")
     attempts_after = db.get_attempts(conn, job_id=dead.id)
     assert [a.outcome for a in attempts_after] == ["failed", "failed", "failed", "succeeded"]
 
