@@ -426,7 +426,11 @@ def calls_delta(before: dict[str, dict[str, float]], after: dict[str, dict[str, 
 
 
 def percentile(values: list[float], p: float) -> float:
-    """The p-th percentile (0-100), linear between closest ranks."""
+    """The p-th percentile (0-100), linear between closest ranks.
+
+    The one percentile of the benchmark and the lab: tests/lab imports it from here, never the other
+    way round. The benchmark is the measuring layer (figures, CPU, statistics); the lab's break-it
+    checks sit on top of it, and bench/ stays free of the lab's servers and scenarios."""
     if not values:
         return float("nan")
     s = sorted(values)

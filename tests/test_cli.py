@@ -7,14 +7,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.lab.stack import free_port, wait_for
+from pgqw import launch
+from pgqw.launch import free_port, wait_for
 from pgqw.tools import EXAMPLE_LISTING
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,15 +91,13 @@ def test_cli_up_runs_everything_and_ctrl_c_stops_it_cleanly(tmp_path: Path) -> N
     """The README's first command: an embedded database in a data folder, migrate, the API and two
     workers; a job goes through; Ctrl+C stops every process, the database included."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    env.update({"PGQW_DATA_DIR": str(tmp_path / "pgdata"), "PORT": str(port), "PYTHONUNBUFFERED": "1",
-                "SIM_MIN_LATENCY_MS": "50", "SIM_MAX_LATENCY_MS": "100", "SIM_FAILURE_RATE": "0"})
+    env = {"PGQW_DATA_DIR": str(tmp_path / "pgdata"), "PORT": str(port),
+           "SIM_MIN_LATENCY_MS": "50", "SIM_MAX_LATENCY_MS": "100", "SIM_FAILURE_RATE": "0"}
     log = tmp_path / "up.log"
-    with open(log, "w") as out:
-        up = subprocess.Popen([sys.executable, "-m", "pgqw.cli", "up", "--workers", "2"], cwd=ROOT, env=env,
-                              stdout=out, stderr=subprocess.STDOUT)
+    # No DATABASE_URL (the launcher passes on no setting of this environment): the embedded server.
+    up = launch.start(["up", "--workers", "2"], name="up", env=env, log=log, cwd=ROOT)
     try:
-        wait_for(lambda: log.read_text().count("worker started") == 2 and "serving on" in log.read_text(),
+        wait_for(lambda: log.read_text().count("worker started") == 2 and "API and page: " in log.read_text(),
                  timeout=60, what="the API and two workers")
         children = psutil.Process(up.pid).children(recursive=True)
         request = urllib.request.Request(
@@ -118,15 +116,14 @@ def test_cli_up_runs_everything_and_ctrl_c_stops_it_cleanly(tmp_path: Path) -> N
         up.send_signal(signal.SIGINT)
         assert up.wait(timeout=40) == 0
     finally:
-        if up.poll() is None:
-            up.kill()
+        up.stop(signal.SIGKILL, timeout=5)
     text = log.read_text()
     assert "api | " in text and "w1  | " in text and "w2  | " in text
     # On the embedded server the job above went through the least-privilege logins.
     assert "logins: the API as pgqw_api, the workers as pgqw_worker" in text
     assert text.count("] stopped") == 2
-    time.sleep(0.5)
-    assert [c.pid for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE] == []
+    wait_for(lambda: not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE],
+             timeout=10, what="every child of pgqw up to be gone")
     assert (tmp_path / "pgdata").is_dir()
 
 
@@ -150,3 +147,119 @@ def test_cli_burst_without_an_api_says_so(db_url: str) -> None:
     assert done.returncode == 1
     assert "not reached: 2" in done.stdout
     assert "Traceback" not in done.stderr
+
+
+def _job_with_id(conn, job_id: str):  # type: ignore[no-untyped-def]
+    """A job whose id is chosen by the test, so prefixes can be made to collide."""
+    from pgqw import db
+
+    job = db.enqueue_job(conn, type="listing_flyer", payload=EXAMPLE_LISTING, idempotency_key=f"id-{job_id}",
+                         queue="default", priority=0)
+    conn.execute("update jobs set id = %s::uuid where id = %s", [job_id, job.id])
+    return db.get_job(conn, job_id=job_id)
+
+
+def test_cli_report_timeline_takes_a_unique_prefix_of_the_job_id(db_url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        job = _job_with_id(conn, "3f2a9c01-0000-4000-8000-000000000001")
+        _job_with_id(conn, "3f2a9c02-0000-4000-8000-000000000002")
+    for given in ("3f2a9c01", "3F2A9C01", "3f2a9c01-0000", "3f2a9c0100004", str(job.id)):
+        done = _pgqw("report", "timeline", given, env={"DATABASE_URL": db_url})
+        assert done.returncode == 0, (given, done.stderr)
+        assert done.stdout.startswith(f"job {job.id}  listing_flyer  pending")
+
+
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        ("3f2a9c0", "2 jobs have an id starting 3f2a9c0 (3f2a9c01-0000-4000-8000-000000000001, "
+                    "3f2a9c02-0000-4000-8000-000000000002): give more of the id"),
+        ("3f2a9c03", "no job with an id starting 3f2a9c03"),
+        ("3f2a9c01-0000-4000-8000-0000000000019", "not a job id"),
+        ("3f2a9g", "not a job id"),
+    ],
+)
+def test_cli_report_timeline_prefix_of_several_or_no_jobs_is_one_line(db_url: str, given: str, message: str) -> None:
+    import psycopg
+
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        _job_with_id(conn, "3f2a9c01-0000-4000-8000-000000000001")
+        _job_with_id(conn, "3f2a9c02-0000-4000-8000-000000000002")
+    done = _pgqw("report", "timeline", given, env={"DATABASE_URL": db_url})
+    assert done.returncode != 0
+    assert done.stdout == ""
+    assert done.stderr.startswith(f"pgqw report: {message}")
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_cli_report_timeline_many_matches_shows_five_and_says_more(db_url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for n in range(7):
+            _job_with_id(conn, f"77000000-0000-4000-8000-00000000000{n}")
+    done = _pgqw("report", "timeline", "77", env={"DATABASE_URL": db_url})
+    assert done.returncode != 0
+    assert done.stderr.startswith("pgqw report: more than 5 jobs have an id starting 77 (")
+    assert done.stderr.count("77000000-") == 5 and ", ...)" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_find_job_ids_by_prefix_reads_the_primary_key_index_not_the_table(db_url: str) -> None:
+    import psycopg
+
+    from pgqw import db
+
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        db.enqueue_jobs(conn, jobs=[{"type": "listing_flyer", "payload": {"n": n}, "idempotency_key": f"p-{n}"}
+                                    for n in range(2000)])
+        conn.execute("analyze jobs")
+        some = conn.execute("select id from jobs order by id offset 1000 limit 1").fetchone()[0]
+    with psycopg.connect(db_url) as conn:  # one transaction: pg_stat_xact_* counts only its own scans
+        found = db.find_job_ids_by_prefix(conn, prefix=str(some)[:8])
+        scans = conn.execute("select seq_scan, idx_scan from pg_stat_xact_user_tables where relname = 'jobs'"
+                             ).fetchone()
+    assert some in found and all(str(j).startswith(str(some)[:8]) for j in found)
+    assert scans == (0, 1)
+    with psycopg.connect(db_url) as conn:
+        assert db.find_job_ids_by_prefix(conn, prefix=str(some).upper()) == [some]
+        assert db.find_job_ids_by_prefix(conn, prefix=some.hex) == [some]
+        assert len(db.find_job_ids_by_prefix(conn, prefix=str(some)[0], limit=3)) == 3  # 2000 jobs: 125 per digit
+        for bad in ("", "xyz", "0" * 33):
+            with pytest.raises(ValueError):
+                db.find_job_ids_by_prefix(conn, prefix=bad)
+
+
+@pytest.mark.parametrize("args", [["report"], ["report", "concurrency"], ["report", "--help"], ["--help"]])
+def test_cli_output_into_a_closed_pipe_ends_quietly(args: list[str], db_url: str) -> None:
+    """`pgqw report | head -1`: the reader may go away before pgqw writes. Here it has gone before pgqw
+    starts (the pipe's read end is closed first), so every write fails: pgqw must end without a
+    traceback or an "Exception ignored" message."""
+    import psycopg
+
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for n in range(20):
+            conn.execute("select enqueue_job('listing_flyer', '{}'::jsonb, %s)", [f"pipe-{n}"])
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([sys.executable, "-m", "pgqw.cli", *args], stdout=write_end, stderr=subprocess.PIPE,
+                              text=True, cwd=ROOT, env={**os.environ, "DATABASE_URL": db_url}, timeout=60)
+    finally:
+        os.close(write_end)
+    assert done.stderr == ""
+    assert done.returncode == (0 if "--help" in args else 1)  # argparse itself ignores a failed write
+
+
+def test_cli_report_piped_into_a_reader_that_stops_after_one_line(db_url: str) -> None:
+    """The same as a person sees it: a reader takes the first line and closes the pipe."""
+    proc = subprocess.Popen([sys.executable, "-m", "pgqw.cli", "report"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "DATABASE_URL": db_url})
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().split() == ["status", "jobs"]
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) in (0, 1)
+    assert "Traceback" not in err and "Error" not in err, err

@@ -24,7 +24,7 @@ def stack(db_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterat
         report = getattr(request.node, "rep_call", None)
         if report is not None and report.failed:
             for proc in s.procs:
-                print(f"----- {proc.name} log -----\n{proc.log()[-6000:]}")
+                print(f"----- {proc.name} log -----\n{proc.output()[-6000:]}")
 
 
 def test_break_it_concurrency_cap_holds_under_burst_of_50(stack: Stack) -> None:

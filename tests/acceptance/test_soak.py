@@ -4,11 +4,9 @@ broken by hand, and the worker bug the soak pointed at (a flyer saved by a worke
 its success was recorded, then the job's retry failing) shown fixed with a real worker process."""
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -16,15 +14,16 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgqw import db
+from pgqw import db, launch
+from pgqw.launch import wait_for
 from tests.lab import ROOT
-from tests.lab.soak import WORKER_SETTINGS_ENV, check_database
-from tests.lab.stack import Stack, wait_for
+from tests.lab.soak import check_database
+from tests.lab.stack import Stack
 from tests.helpers import enqueue
 
 PDF = b"%PDF-1.4 made by hand for a soak check test"
 
-SOAK = [sys.executable, "-m", "pgqw.cli", "soak"]
+SOAK = launch.command(["soak"])
 
 DB_CHECKS = [
     "jobs succeeded or dead", "jobs processing", "jobs pending or failed", "flyers", "flyers of jobs not succeeded",
@@ -35,7 +34,7 @@ DB_CHECKS = [
 
 def soak_env() -> dict[str, str]:
     """The caller's environment without a database or worker settings: the soak starts its own server."""
-    return {k: v for k, v in os.environ.items() if k not in WORKER_SETTINGS_ENV}
+    return launch.child_env()
 
 
 def table_rows(output: str) -> dict[str, tuple[str, str, str]]:
@@ -302,7 +301,7 @@ def test_flyer_job_whose_worker_died_after_saving_succeeds_on_its_last_attempt_d
             "RETRY_BASE_DELAY_MS": "50", "RETRY_MAX_JITTER_MS": "0"})
         final = wait_for(lambda: (j := db.get_job(conn, job_id=job.id)) and j.status in ("succeeded", "dead") and j,
                          timeout=30, what="the job to finish")
-        log = worker.log()
+        log = worker.output()
     assert final.status == "succeeded", (final.status, final.last_error, log[-3000:])
     assert final.attempts == 2
     attempts = db.get_attempts(conn, job_id=job.id)

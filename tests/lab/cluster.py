@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psycopg
 
-from tests.lab.stack import free_port
+from pgqw.launch import free_port
 
 SYSTEM_USER = "pgserver"
 

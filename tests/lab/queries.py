@@ -122,7 +122,8 @@ select
           order by id limit 5) as attempts_mismatch_ids
 """
 
-# What happened, for the report (no expectations): read-only as well.
+# What happened, for the report (no expectations): read-only as well. Which jobs were made invalid
+# on purpose is the soak's own knowledge (their ids), never read back from an error message.
 OUTCOMES_SQL = """
 select
     (select count(*) from jobs where status = 'succeeded')::int as jobs_succeeded,
@@ -134,8 +135,7 @@ select
     (select count(*) from job_attempts where outcome = 'abandoned' and abandon_reason = 'handed_back')::int
         as handed_back,
     (select count(*) from jobs where attempts > 1)::int as retried_jobs,
-    (select count(*) from jobs where status = 'dead' and last_error like 'invalid listing payload%%')::int
-        as dead_invalid,
+    (select count(*) from jobs where status = 'dead' and id = any(%(invalid_ids)s::uuid[]))::int as dead_invalid,
     (select coalesce(max(attempts), 0) from jobs)::int as most_attempts
 """
 
@@ -149,10 +149,11 @@ def soak_checks(conn: psycopg.Connection) -> dict[str, Any]:
     return row
 
 
-def soak_outcomes(conn: psycopg.Connection) -> dict[str, Any]:
-    """What happened in a soak (OUTCOMES_SQL): counts by outcome, no expectations."""
+def soak_outcomes(conn: psycopg.Connection, *, invalid_ids: Sequence[uuid.UUID | str]) -> dict[str, Any]:
+    """What happened in a soak (OUTCOMES_SQL): counts by outcome, no expectations. invalid_ids: the
+    jobs the soak enqueued with an invalid listing (dead_invalid counts those that went dead)."""
     with conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(OUTCOMES_SQL)
+        cur.execute(OUTCOMES_SQL, {"invalid_ids": list(invalid_ids)})
         row = cur.fetchone()
     assert row is not None
     return row

@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 from pgqw import db
 from tests.lab import queries
-from tests.lab.stack import Stack, wait_for
+from pgqw.launch import wait_for
+from tests.lab.stack import Stack
 from pgqw.tables import format_table
 from pgqw.tools import EXAMPLE_LISTING, burst, check_idempotency, post_job
 
@@ -124,7 +125,7 @@ def concurrency_50(stack: Stack, p: Profile) -> Result:
     with stack.connect() as conn:
         conc = db.report_concurrency(conn, prefix="w1")
         runs = db.report_double_runs(conn, prefix="w1")
-    log = worker.log()
+    log = worker.output()
     r.add("worker log (first lines)", _log_excerpt(log))
     r.add("peak jobs at once per worker, from job_attempts timestamps (pgqw report concurrency w1)",
           format_table(conc, ["worker_id", "peak_at_once", "attempts_run"]))
@@ -166,7 +167,7 @@ def backoff_to_dead(stack: Stack, p: Profile) -> Result:
     listed = dead_list["data"] if isinstance(dead_list["data"], list) else dead_list["data"].get("jobs", [])
     attempts = stack.get_json(f"/api/jobs/{job_id}/attempts")["data"]
     waits = [float(t.wait_before_s) for t in timeline[1:]]
-    r.add("worker log", _log_excerpt(worker.log(), limit=20))
+    r.add("worker log", _log_excerpt(worker.output(), limit=20))
     r.add(f"pgqw report timeline {job_id}", format_table(
         timeline, ["attempt", "worker_id", "started_at", "finished_at", "wait_before_s", "outcome", "error"]))
     base = p.retry_base_s
@@ -216,7 +217,7 @@ def kill_mid_job(stack: Stack, p: Profile) -> Result:
     summary = _wait_all_final(stack, ids, p.timeout_s)
     with stack.connect() as conn:
         attempts = queries.attempts_for_jobs(conn, job_ids=ids)
-    r.add("w-restarted log", _log_excerpt(restarted.log(), r"\] (worker started|swept|start|success)"))
+    r.add("w-restarted log", _log_excerpt(restarted.output(), r"\] (worker started|swept|start|success)"))
     r.add("job_attempts of the three jobs", format_table(
         [{**a.__dict__, "job": _short(a.job_id)} for a in attempts],
         ["job", "attempt", "worker_id", "started_at", "finished_at", "outcome", "abandon_reason"]))
@@ -226,7 +227,7 @@ def kill_mid_job(stack: Stack, p: Profile) -> Result:
         "killed_outcomes": sorted({a.outcome or "running" for a in attempts if a.worker_id == "w-crash"}),
         "killed_reasons": sorted({a.abandon_reason or "" for a in attempts if a.worker_id == "w-crash"}),
         "next_outcomes": sorted({a.outcome or "running" for a in attempts if a.worker_id == "w-restarted"}),
-        "restarted_log_swept": len(re.findall(r"\] swept", restarted.log())),
+        "restarted_log_swept": len(re.findall(r"\] swept", restarted.output())),
     }
     stack.stop(restarted)
     return r

@@ -44,21 +44,12 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from pgqw import db, launch
 from pgqw.argtypes import whole
-from pgqw import db
-from tests.lab import queries
-from tests.lab import ROOT
 from pgqw.errors import UsageError
 from pgqw.listing import EXAMPLE_LISTING
+from tests.lab import ROOT, queries
 
-# The settings a worker must not inherit from the soak's own environment.
-WORKER_SETTINGS_ENV = (
-    "DATABASE_URL", "PGQW_DATA_DIR", "MAX_ATTEMPTS", "RETRY_BASE_DELAY_MS", "RETRY_MAX_JITTER_MS",
-    "RETRY_MAX_DELAY_MS", "STUCK_JOB_TIMEOUT_MS", "WORKER_ID", "WORKER_CONCURRENCY", "POLL_INTERVAL_MS",
-    "SWEEP_INTERVAL_MS", "HEARTBEAT_INTERVAL_MS", "SHUTDOWN_GRACE_MS", "WORKER_LISTEN", "WORKER_QUEUES",
-    "WORKER_BATCH_CLAIM", "WORKER_BATCH_MARK", "SIM_MIN_LATENCY_MS", "SIM_MAX_LATENCY_MS",
-    "SIM_FAILURE_RATE", "PUBLIC_URL", "PORT", "PGQW_BENCH_NOOP",
-)
 INVALID_LISTING = {**EXAMPLE_LISTING, "currency": "XYZ"}  # a permanent error: dead at its first attempt
 ENQUEUE_BATCH = 500
 POLL_S = 0.2
@@ -179,7 +170,7 @@ class WorkerSlot:
 
     index: int
     incarnation: int = 0
-    proc: subprocess.Popen | None = None
+    proc: launch.Child | None = None
     log_path: Path | None = None
     started_at: float = 0.0
     restart_at: float | None = None     # killed: start again at this time.monotonic()
@@ -190,16 +181,12 @@ class WorkerSlot:
         return f"w{self.index}-{self.incarnation}"
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.proc is not None and self.proc.alive()
 
     def has_started(self) -> bool:
         """It logged its start line (so it reached the database); notes when that was first seen."""
-        if self.seen_started is None:
-            try:
-                if self.log_path is not None and "worker started:" in self.log_path.read_text(errors="replace"):
-                    self.seen_started = time.monotonic()
-            except OSError:
-                pass
+        if self.seen_started is None and self.proc is not None and launch.WORKER_READY in self.proc.output():
+            self.seen_started = time.monotonic()
         return self.seen_started is not None
 
 
@@ -284,6 +271,7 @@ class Soak:
         self.schedule: list[tuple[float, str]] = []
         self.watch: tuple[float, set[str]] | None = None   # after a restart: (since, workers not back yet)
         self.total = args.jobs
+        self.invalid_ids: list[uuid.UUID] = []  # the jobs enqueued with an invalid listing
         self.finished = 0
         self.timed_out = False
         self.run_s = 0.0
@@ -344,14 +332,17 @@ class Soak:
             self.out(f"could not drop database {self.dbname}: {exc}")
 
     def enqueue(self) -> int:
+        """Enqueues the jobs; notes which ones carry an invalid listing (self.invalid_ids)."""
         invalid = set(self.rng.sample(range(self.total), round(self.total * self.args.invalid_rate)))
         with self.connect() as conn:
             for start in range(0, self.total, ENQUEUE_BATCH):
+                numbers = range(start, min(self.total, start + ENQUEUE_BATCH))
                 batch = [{"type": "listing_flyer", "idempotency_key": f"soak-{i}",
                           "payload": INVALID_LISTING if i in invalid else EXAMPLE_LISTING,
                           "max_attempts": self.args.max_attempts}
-                         for i in range(start, min(self.total, start + ENQUEUE_BATCH))]
-                db.enqueue_jobs(conn, jobs=batch)
+                         for i in numbers]
+                made = db.enqueue_jobs(conn, jobs=batch)  # in input order
+                self.invalid_ids += [job.id for i, job in zip(numbers, made) if i in invalid]
         return len(invalid)
 
     # -- workers -------------------------------------------------------------------------------
@@ -375,41 +366,22 @@ class Soak:
         slot.restart_at = None
         slot.log_path = self.log_dir / f"{slot.worker_id}.log"
         self.logs.append(slot.log_path)
-        env = {k: v for k, v in os.environ.items() if k not in WORKER_SETTINGS_ENV}
-        env.update(self.worker_env())
-        env.update({"DATABASE_URL": self.url, "PYTHONUNBUFFERED": "1"})
-        with open(slot.log_path, "wb") as log:
-            slot.proc = subprocess.Popen(
-                [sys.executable, "-m", "pgqw.cli", "worker", "--id", slot.worker_id,
-                 "--concurrency", str(self.args.concurrency)],
-                env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True,  # a Ctrl+C of the soak reaches the soak only; it stops them
-            )
+        # In a session of its own (pgqw.launch): a Ctrl+C of the soak reaches the soak only; it stops them.
+        slot.proc = launch.start_worker(slot.worker_id, concurrency=self.args.concurrency, env=self.worker_env(),
+                                        database_url=self.url, log=slot.log_path, cwd=ROOT)
         slot.started_at = time.monotonic()
         slot.seen_started = None
 
     def stop_workers(self) -> None:
         """SIGTERM to every live worker (a graceful stop), then their exit codes."""
         live = [s for s in self.slots if s.alive()]
+        launch.stop_all([s.proc for s in live if s.proc is not None], timeout=STOP_LIMIT_S)
         for s in live:
             assert s.proc is not None
-            s.proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_LIMIT_S
-        for s in live:
-            assert s.proc is not None
-            try:
-                self.faults.stop_codes[s.worker_id] = s.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                s.proc.kill()
-                s.proc.wait()
-                self.faults.stop_codes[s.worker_id] = None
+            self.faults.stop_codes[s.worker_id] = None if s.proc.killed else s.proc.returncode
 
     def kill_all(self) -> None:
-        for s in self.slots:
-            if s.alive():
-                assert s.proc is not None
-                s.proc.kill()
-                s.proc.wait()
+        launch.stop_all([s.proc for s in self.slots if s.proc is not None and s.alive()], sig=signal.SIGKILL)
 
     # -- faults --------------------------------------------------------------------------------
 
@@ -434,8 +406,7 @@ class Soak:
         slot = self.rng.choice(live)
         assert slot.proc is not None
         pid = slot.proc.pid
-        slot.proc.send_signal(signal.SIGKILL)
-        slot.proc.wait()
+        slot.proc.stop(signal.SIGKILL)
         pause = self.rng.uniform(*KILL_PAUSE_S)
         slot.restart_at = time.monotonic() + pause
         self.faults.done["kill"] += 1
@@ -557,8 +528,7 @@ class Soak:
                     self.faults.unasked_exits.append(f"{slot.worker_id} did not start")
                     self.event(f"{slot.worker_id} logged no start line in {START_LIMIT_S:g}s; killing it")
                     assert slot.proc is not None
-                    slot.proc.kill()
-                    slot.proc.wait()
+                    slot.proc.stop(signal.SIGKILL)
                     slot.restart_at = now
             self.check_watch()
             while self.schedule and self.schedule[0][0] <= fraction:
@@ -621,7 +591,7 @@ class Soak:
         f = self.faults
         with self.connect() as conn:
             checks = check_database(conn, expected_jobs=self.total)
-            outcomes = queries.soak_outcomes(conn)
+            outcomes = queries.soak_outcomes(conn, invalid_ids=self.invalid_ids)
         owned = self.cluster is not None
         checks.append(Check("run finished within --timeout", f"{self.run_s:.1f}s", f"<= {self.args.timeout:g}s",
                             not self.timed_out))

@@ -1,32 +1,23 @@
-"""Real worker processes for the worker tests: started with `python -m pgqw.cli worker`, their
-output captured to a file each, always stopped at the end of the test, their logs printed at
-teardown (pytest shows them only when the test failed)."""
+"""Real worker processes for the worker tests: started by pgqw.launch, their output captured to a
+file each, always stopped at the end of the test, their logs printed at teardown (pytest shows them
+only when the test failed)."""
 from __future__ import annotations
 
-import os
 import re
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 import psycopg
 import pytest
 
+from pgqw import launch
 from tests.lab import ROOT
 
 T = TypeVar("T")
 
-# Settings a worker must not inherit from the environment running the tests.
-SETTINGS_ENV = (
-    "DATABASE_URL", "PGQW_DATA_DIR", "MAX_ATTEMPTS", "RETRY_BASE_DELAY_MS", "RETRY_MAX_JITTER_MS",
-    "RETRY_MAX_DELAY_MS", "STUCK_JOB_TIMEOUT_MS", "WORKER_ID", "WORKER_CONCURRENCY", "POLL_INTERVAL_MS",
-    "SWEEP_INTERVAL_MS", "HEARTBEAT_INTERVAL_MS", "SHUTDOWN_GRACE_MS", "WORKER_LISTEN", "WORKER_QUEUES",
-    "WORKER_BATCH_CLAIM", "SIM_MIN_LATENCY_MS", "SIM_MAX_LATENCY_MS", "SIM_FAILURE_RATE", "PUBLIC_URL",
-    "PORT", "PGQW_BENCH_NOOP",
-)
+# Settings a worker must not inherit from the environment running the tests: pgqw.launch's list.
+SETTINGS_ENV = launch.SETTINGS
 
 # Fast defaults: short work, short leases, frequent sweeps and polls, quick retries.
 FAST = {
@@ -44,39 +35,32 @@ FAST = {
 
 def wait_for(what: str | Callable[[], str], check: Callable[[], T], timeout: float = 10.0,
              every: float = 0.05) -> T:
-    """Polls check() until it returns something truthy; fails the test after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.1f}s waiting for {what() if callable(what) else what}")
-        time.sleep(every)
+    """pgqw.launch.wait_for that fails the test (not an error) after timeout seconds."""
+    try:
+        return launch.wait_for(check, timeout=timeout, interval=every, what=what)
+    except TimeoutError as exc:
+        pytest.fail(str(exc))
 
 
 class WorkerProcess:
+    """A `pgqw worker --id ID` child (pgqw.launch) with FAST settings under the test's own, and
+    helpers to read its log by event."""
+
     def __init__(self, worker_id: str, db_url: str, log_path: Path, env: dict[str, str],
                  args: list[str], prefix: list[str] | None = None) -> None:
         """prefix: a command the worker runs under, e.g. ["ip", "netns", "exec", "ns1"]."""
         self.worker_id = worker_id
         self.log_path = log_path
-        full_env = {k: v for k, v in os.environ.items() if k not in SETTINGS_ENV}
-        full_env.update(FAST)
-        full_env.update(env)
-        full_env.update({"DATABASE_URL": db_url, "PYTHONUNBUFFERED": "1"})
-        self._log = open(log_path, "wb")
-        self.proc = subprocess.Popen(
-            [*(prefix or []), sys.executable, "-m", "pgqw.cli", "worker", "--id", worker_id, *args],
-            env=full_env, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
-        )
+        self.child = launch.start_worker(worker_id, args=args, env={**FAST, **env}, database_url=db_url,
+                                         log=log_path, cwd=ROOT, prefix=prefix or ())
+        self.proc = self.child.process
 
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        return self.child.pid
 
     def text(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        return self.child.output()
 
     def lines(self, event: str) -> list[str]:
         """Log lines of one event, e.g. lines("start")."""
@@ -85,8 +69,8 @@ class WorkerProcess:
 
     def wait_log(self, event: str, count: int = 1, timeout: float = 10.0) -> list[str]:
         def seen() -> list[str] | None:
-            if self.proc.poll() is not None and len(self.lines(event)) < count:
-                pytest.fail(f"worker {self.worker_id} exited with {self.proc.returncode} before logging "
+            if not self.child.alive() and len(self.lines(event)) < count:
+                pytest.fail(f"worker {self.worker_id} exited with {self.child.returncode} before logging "
                             f"{count} {event!r} line(s)")
             found = self.lines(event)
             return found if len(found) >= count else None
@@ -94,23 +78,23 @@ class WorkerProcess:
         return wait_for(f"{count} {event!r} line(s) from {self.worker_id}", seen, timeout)
 
     def started(self, timeout: float = 15.0) -> "WorkerProcess":
-        self.wait_log("worker started:", timeout=timeout)
+        try:
+            self.child.wait_ready(timeout=timeout)
+        except (launch.LaunchError, TimeoutError) as exc:
+            pytest.fail(str(exc))
         return self
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.child.alive()
 
     def signal(self, sig: int) -> None:
-        self.proc.send_signal(sig)
+        self.child.send_signal(sig)
 
     def wait(self, timeout: float) -> int:
-        return self.proc.wait(timeout=timeout)
+        return self.child.wait(timeout=timeout)
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=10)
-        self._log.close()
+        self.child.stop(signal.SIGKILL, timeout=10)
 
 
 @pytest.fixture
