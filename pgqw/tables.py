@@ -1,10 +1,18 @@
-"""Prints rows as a plain-text table, the way psql does, for the CLI's reports."""
+"""Rows as a text table for the CLI's reports, drawn by rich (a well-kept library) rather than by
+hand: aligned columns, a header rule, long cells cut with an ellipsis."""
 from __future__ import annotations
 
 import dataclasses
+import io
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any, Iterable, Sequence
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+CELL_MAX = 60
 
 
 def _cell(value: Any) -> str:
@@ -19,18 +27,19 @@ def _cell(value: Any) -> str:
     if isinstance(value, Decimal):
         return f"{value:f}"
     text = str(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return text if len(text) <= CELL_MAX else text[:CELL_MAX - 3] + "..."
 
 
 def format_table(rows: Iterable[Any], columns: Sequence[str] | None = None) -> str:
-    """Dataclass instances or dicts → aligned text with a header line."""
+    """Dataclass instances or dicts → an aligned text table with a header (plain text, no colour)."""
     items = [dataclasses.asdict(r) if dataclasses.is_dataclass(r) else dict(r) for r in rows]
     if columns is None:
         columns = list(items[0].keys()) if items else []
-    grid = [[_cell(item.get(c)) for c in columns] for item in items]
-    widths = [max([len(c)] + [len(row[i]) for row in grid]) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in grid]
-    if not grid:
-        lines.append("(no rows)")
-    return "\n".join(lines)
+    table = Table(*columns, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="")
+    for item in items:
+        table.add_row(*(_cell(item.get(c)) for c in columns))
+    out = io.StringIO()
+    Console(file=out, width=max(80, sum(len(c) + 2 for c in columns) + CELL_MAX * 2), color_system=None,
+            force_terminal=False, highlight=False).print(table)
+    text = "\n".join(line.rstrip() for line in out.getvalue().splitlines() if line.strip())
+    return text if items else text + "\n(no rows)"

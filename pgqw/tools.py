@@ -62,24 +62,25 @@ def post_job(base_url: str, key: str, payload: dict | None = None, timeout: floa
 
 def burst(base_url: str, n: int, *, prefix: str | None = None, progress: bool = True) -> list[Sent]:
     """Sends n jobs at once (distinct idempotency keys) and returns what each request got."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
     prefix = prefix or f"burst-{int(time.time() * 1000)}"
-    done: list[Sent] = []
+    bar = Progress(TextColumn("sending"), BarColumn(), MofNCompleteColumn(), console=Console(stderr=True),
+                   disable=not progress, transient=False)
     lock = threading.Lock()
 
-    def one(i: int) -> Sent:
-        sent = post_job(base_url, f"{prefix}-{i}")
-        with lock:
-            done.append(sent)
-            if progress:
-                filled = int(30 * len(done) / n)
-                sys.stderr.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {len(done)}/{n}")
-                sys.stderr.flush()
-        return sent
+    with bar:
+        task = bar.add_task("burst", total=n)
 
-    with ThreadPoolExecutor(max_workers=min(n, 50)) as pool:
-        results = list(pool.map(one, range(n)))
-    if progress:
-        sys.stderr.write("\n")
+        def one(i: int) -> Sent:
+            sent = post_job(base_url, f"{prefix}-{i}")
+            with lock:
+                bar.advance(task)
+            return sent
+
+        with ThreadPoolExecutor(max_workers=min(n, 50)) as pool:
+            results = list(pool.map(one, range(n)))
     return results
 
 
