@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Iterable, Sequence
 
 import psycopg
@@ -46,6 +46,14 @@ class EnqueuedJob(Job):
 
 
 @dataclass
+class RecordedJob(Job):
+    """What mark_succeeded, mark_failed, mark_jobs_succeeded and release_job answer: the job, and
+    already_recorded: true when an earlier call for this worker's attempt had already recorded the
+    same result (a retry after a lost reply), so this call changed nothing."""
+    already_recorded: bool
+
+
+@dataclass
 class Attempt:
     job_id: uuid.UUID
     attempt: int
@@ -72,27 +80,58 @@ class Lease:
     lease_expires_at: datetime
 
 
+_ENQUEUE_JOB_SQL = (
+    "select * from enqueue_job(%(type)s::text, %(payload)s::jsonb, %(key)s::text, %(queue)s::text,"
+    " %(priority)s::integer, coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval),"
+    " %(max_attempts)s::integer)"
+)
+
+
+def _enqueue_params(type: str, payload: dict[str, Any], idempotency_key: str, queue: str | None,
+                    priority: int | None, run_at: datetime | None, delay: timedelta | None,
+                    max_attempts: int | None) -> dict[str, Any]:
+    return {"type": type, "payload": Jsonb(payload), "key": idempotency_key, "queue": queue, "priority": priority,
+            "run_at": run_at, "delay": delay, "max_attempts": max_attempts}
+
+
 def enqueue_job(
     conn: psycopg.Connection,
     *,
     type: str,
     payload: dict[str, Any],
     idempotency_key: str,
-    queue: str = "default",
-    priority: int = 0,
+    queue: str | None = "default",
+    priority: int | None = 0,
     run_at: datetime | None = None,
+    delay: timedelta | None = None,
     max_attempts: int | None = None,
 ) -> EnqueuedJob:
+    """One job. Unset queue, priority and max_attempts take the task type's values, then the
+    defaults ('default', 0, queue_settings). delay counts from the database's clock."""
     with conn.cursor(row_factory=class_row(EnqueuedJob)) as cur:
-        cur.execute(
-            "select * from enqueue_job(%(type)s::text, %(payload)s::jsonb, %(key)s::text,"
-            " %(queue)s::text, %(priority)s::integer, %(run_at)s::timestamptz, %(max_attempts)s::integer)",
-            {
-                "type": type, "payload": Jsonb(payload), "key": idempotency_key, "queue": queue,
-                "priority": priority, "run_at": run_at, "max_attempts": max_attempts,
-            },
-        )
+        cur.execute(_ENQUEUE_JOB_SQL, _enqueue_params(type, payload, idempotency_key, queue, priority, run_at,
+                                                      delay, max_attempts))
         row = cur.fetchone()
+    assert row is not None
+    return row
+
+
+async def enqueue_job_async(
+    conn: psycopg.AsyncConnection,
+    *,
+    type: str,
+    payload: dict[str, Any],
+    idempotency_key: str,
+    queue: str | None = "default",
+    priority: int | None = 0,
+    run_at: datetime | None = None,
+    delay: timedelta | None = None,
+    max_attempts: int | None = None,
+) -> EnqueuedJob:
+    async with conn.cursor(row_factory=class_row(EnqueuedJob)) as cur:
+        await cur.execute(_ENQUEUE_JOB_SQL, _enqueue_params(type, payload, idempotency_key, queue, priority, run_at,
+                                                            delay, max_attempts))
+        row = await cur.fetchone()
     assert row is not None
     return row
 
@@ -130,8 +169,10 @@ def claim_jobs(
         return cur.fetchall()
 
 
-def mark_succeeded(conn: psycopg.Connection, *, job_id: uuid.UUID | str, worker_id: str, attempt: int) -> Job:
-    with conn.cursor(row_factory=class_row(Job)) as cur:
+def mark_succeeded(
+    conn: psycopg.Connection, *, job_id: uuid.UUID | str, worker_id: str, attempt: int
+) -> RecordedJob:
+    with conn.cursor(row_factory=class_row(RecordedJob)) as cur:
         cur.execute(
             "select * from mark_succeeded(%(job_id)s::uuid, %(worker_id)s::text, %(attempt)s::integer)",
             {"job_id": job_id, "worker_id": worker_id, "attempt": attempt},
@@ -152,8 +193,8 @@ def mark_failed(
     base_ms: int | None = None,
     max_jitter_ms: int | None = None,
     max_delay_ms: int | None = None,
-) -> Job:
-    with conn.cursor(row_factory=class_row(Job)) as cur:
+) -> RecordedJob:
+    with conn.cursor(row_factory=class_row(RecordedJob)) as cur:
         cur.execute(
             "select * from mark_failed(%(job_id)s::uuid, %(worker_id)s::text, %(attempt)s::integer,"
             " %(error)s::text, %(retryable)s::boolean, %(base_ms)s::integer,"
@@ -186,8 +227,8 @@ def sweep_stuck(conn: psycopg.Connection) -> list[Swept]:
 
 def release_job(
     conn: psycopg.Connection, *, job_id: uuid.UUID | str, worker_id: str, attempt: int, reason: str
-) -> Job:
-    with conn.cursor(row_factory=class_row(Job)) as cur:
+) -> RecordedJob:
+    with conn.cursor(row_factory=class_row(RecordedJob)) as cur:
         cur.execute(
             "select * from release_job(%(job_id)s::uuid, %(worker_id)s::text, %(attempt)s::integer,"
             " %(reason)s::text)",
@@ -310,19 +351,40 @@ def listen(conn: psycopg.Connection) -> None:
     conn.execute(f"listen {NOTIFY_CHANNEL}")
 
 
+def _jobs_json(jobs: Sequence[dict[str, Any]]) -> Jsonb:
+    out = []
+    for j in jobs:
+        item = {k: v for k, v in j.items() if v is not None and k not in ("run_at", "delay")}
+        if j.get("run_at") is not None:
+            item["run_at"] = j["run_at"].isoformat() if isinstance(j["run_at"], datetime) else j["run_at"]
+        if j.get("delay") is not None:
+            d = j["delay"]
+            item["delay_ms"] = round(d.total_seconds() * 1000) if isinstance(d, timedelta) else d
+        out.append(item)
+    return Jsonb(out)
+
+
 def enqueue_jobs(conn: psycopg.Connection, *, jobs: Sequence[dict[str, Any]]) -> list[EnqueuedJob]:
     """Many jobs in one call. Each dict: type, payload, idempotency_key, and optionally queue,
-    priority, run_at (ISO text), max_attempts. Rows come back in input order."""
+    priority, run_at (datetime or ISO text) or delay (timedelta), max_attempts. Rows come back in
+    input order."""
     with conn.cursor(row_factory=class_row(EnqueuedJob)) as cur:
-        cur.execute("select * from enqueue_jobs(%(jobs)s::jsonb)", {"jobs": Jsonb(list(jobs))})
+        cur.execute("select * from enqueue_jobs(%(jobs)s::jsonb)", {"jobs": _jobs_json(jobs)})
         return cur.fetchall()
+
+
+async def enqueue_jobs_async(conn: psycopg.AsyncConnection, *, jobs: Sequence[dict[str, Any]]) -> list[EnqueuedJob]:
+    async with conn.cursor(row_factory=class_row(EnqueuedJob)) as cur:
+        await cur.execute("select * from enqueue_jobs(%(jobs)s::jsonb)", {"jobs": _jobs_json(jobs)})
+        return await cur.fetchall()
 
 
 def mark_jobs_succeeded(
     conn: psycopg.Connection, *, worker_id: str, done: Sequence[tuple[uuid.UUID | str, int]]
-) -> list[Job]:
-    """mark_succeeded for many (job id, attempt) pairs of one worker; returns the jobs it changed."""
-    with conn.cursor(row_factory=class_row(Job)) as cur:
+) -> list[RecordedJob]:
+    """mark_succeeded for many (job id, attempt) pairs of one worker; returns the jobs whose attempt
+    succeeded (already_recorded: by an earlier call). A pair not this worker's to finish is missing."""
+    with conn.cursor(row_factory=class_row(RecordedJob)) as cur:
         cur.execute(
             "select * from mark_jobs_succeeded(%(worker_id)s::text, %(ids)s::uuid[], %(attempts)s::integer[])",
             {"worker_id": worker_id, "ids": [j for j, _ in done], "attempts": [a for _, a in done]},
@@ -470,3 +532,137 @@ def find_job_ids_by_prefix(conn: psycopg.Connection, *, prefix: str, limit: int 
             {"low": digits.ljust(32, "0"), "high": digits.ljust(32, "f"), "limit": limit},
         )
         return cur.fetchall()
+
+
+# --- Task types, workers, results, and the async twins the client needs -------------------------
+
+FINISHED_CHANNEL = "pgqw_finished"  # payload: the id of a job that reached a final state
+
+
+@dataclass
+class TaskType:
+    name: str
+    payload_schema: dict[str, Any]
+    description: str | None
+    queue: str
+    priority: int
+    max_attempts: int
+    backoff_base_ms: int
+    backoff_max_delay_ms: int
+    backoff_max_jitter_ms: int
+    lease_ms: int
+
+
+@dataclass
+class Result:
+    job_id: uuid.UUID
+    content_type: str
+    value: Any
+    data: bytes | None
+    created_at: datetime
+
+
+@dataclass
+class Worker:
+    id: str
+    hostname: str | None
+    pid: int | None
+    queues: list[str] | None
+    task_types: list[str]
+    concurrency: int | None
+    started_at: datetime
+    last_seen_at: datetime
+    expires_at: datetime
+    stopped_at: datetime | None
+
+
+def register_task_types(conn: psycopg.Connection, *, types: Sequence[dict[str, Any]]) -> list[str]:
+    """Upserts the code's definitions (pgqw.tasks.Task.registration()); a DBA's values stay."""
+    rows = conn.execute("select name from register_task_types(%(types)s::jsonb)",
+                        {"types": Jsonb(list(types))}).fetchall()
+    return [r[0] for r in rows]
+
+
+def get_task_types(conn: psycopg.Connection) -> list[TaskType]:
+    """Every registered type with its effective settings (task_type_settings), by name."""
+    with conn.cursor(row_factory=class_row(TaskType)) as cur:
+        cur.execute("select s.name, s.payload_schema, t.description, s.queue, s.priority, s.max_attempts,"
+                    " s.backoff_base_ms, s.backoff_max_delay_ms, s.backoff_max_jitter_ms, s.lease_ms"
+                    " from task_type_settings s join task_types t on t.name = s.name order by s.name")
+        return cur.fetchall()
+
+
+def get_task_type(conn: psycopg.Connection, *, name: str) -> TaskType | None:
+    with conn.cursor(row_factory=class_row(TaskType)) as cur:
+        cur.execute("select s.name, s.payload_schema, t.description, s.queue, s.priority, s.max_attempts,"
+                    " s.backoff_base_ms, s.backoff_max_delay_ms, s.backoff_max_jitter_ms, s.lease_ms"
+                    " from task_type_settings s join task_types t on t.name = s.name"
+                    " where s.name = %(name)s::text", {"name": name})
+        return cur.fetchone()
+
+
+def register_worker(conn: psycopg.Connection, *, worker_id: str, task_types: Sequence[str],
+                    queues: Sequence[str] | None = None, concurrency: int | None = None,
+                    hostname: str | None = None, pid: int | None = None, ttl_ms: int = 30000) -> Worker:
+    with conn.cursor(row_factory=class_row(Worker)) as cur:
+        cur.execute("select * from register_worker(%(id)s::text, %(types)s::text[], %(queues)s::text[],"
+                    " %(concurrency)s::integer, %(hostname)s::text, %(pid)s::integer, %(ttl)s::integer)",
+                    {"id": worker_id, "types": list(task_types), "queues": list(queues) if queues else None,
+                     "concurrency": concurrency, "hostname": hostname, "pid": pid, "ttl": ttl_ms})
+        row = cur.fetchone()
+    assert row is not None
+    return row
+
+
+def stop_worker(conn: psycopg.Connection, *, worker_id: str) -> Worker | None:
+    with conn.cursor(row_factory=class_row(Worker)) as cur:
+        cur.execute("select * from stop_worker(%(id)s::text)", {"id": worker_id})
+        return cur.fetchone()
+
+
+def list_workers(conn: psycopg.Connection) -> list[Worker]:
+    """Every worker that registered, the live ones first (alive: expires_at in the future)."""
+    with conn.cursor(row_factory=class_row(Worker)) as cur:
+        cur.execute("select * from workers order by (expires_at > now()) desc, last_seen_at desc, id")
+        return cur.fetchall()
+
+
+_RESULT_SQL = "select * from job_results where job_id = %(job_id)s::uuid"
+
+
+def get_result(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> Result | None:
+    with conn.cursor(row_factory=class_row(Result)) as cur:
+        cur.execute(_RESULT_SQL, {"job_id": job_id})
+        return cur.fetchone()
+
+
+async def get_result_async(conn: psycopg.AsyncConnection, *, job_id: uuid.UUID | str) -> Result | None:
+    async with conn.cursor(row_factory=class_row(Result)) as cur:
+        await cur.execute(_RESULT_SQL, {"job_id": job_id})
+        return await cur.fetchone()
+
+
+_GET_JOB_SQL = "select * from jobs where id = %(job_id)s::uuid"
+
+
+async def get_job_async(conn: psycopg.AsyncConnection, *, job_id: uuid.UUID | str) -> Job | None:
+    async with conn.cursor(row_factory=class_row(Job)) as cur:
+        await cur.execute(_GET_JOB_SQL, {"job_id": job_id})
+        return await cur.fetchone()
+
+
+def listen_finished(conn: psycopg.Connection) -> None:
+    """Subscribes an autocommit connection to the notice sent when a job reaches a final state."""
+    conn.execute(f"listen {FINISHED_CHANNEL}")
+
+
+def unlisten_finished(conn: psycopg.Connection) -> None:
+    conn.execute(f"unlisten {FINISHED_CHANNEL}")
+
+
+async def listen_finished_async(conn: psycopg.AsyncConnection) -> None:
+    await conn.execute(f"listen {FINISHED_CHANNEL}")
+
+
+async def unlisten_finished_async(conn: psycopg.AsyncConnection) -> None:
+    await conn.execute(f"unlisten {FINISHED_CHANNEL}")

@@ -1,12 +1,6 @@
--- claim_job: takes the next ready job for one worker (pending/failed → processing), or returns no row.
--- The one-job form of claim_jobs, with the same rules: for update skip locked, highest priority then
--- oldest run_at, optional queue filter, lease and job_attempts row written in the same statement.
---   select * from claim_job('w1');
---   select * from claim_job('w1', array['emails']);
--- Raises QV400 for a missing worker id or an out-of-range lease or queue list.
--- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
--- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
--- the queue's. EXECUTE: pgqw_worker and pgqw_admin (db/security/grants.sql).
+-- claim_job: claim_jobs with p_limit 1 (pending/failed → processing): the next ready job for this worker,
+-- with its lease (lease_expires_at - started_at is the lease granted) and job_attempts row, or no row.
+-- Raises QV400 (blank or long worker id, empty queue list, lease below 1 ms, bad now).
 create or replace function claim_job(
     p_worker_id  text,
     p_queues     text[] default null,

@@ -1,20 +1,6 @@
--- claim_jobs: takes up to p_limit ready jobs for one worker in one statement (pending/failed → processing).
--- Ready means status pending or failed with run_at <= p_now (and a try left); highest priority first, then oldest run_at.
--- Rows are picked with for update skip locked, so concurrent claimers never take the same job and never wait.
--- Each claimed job gets attempts + 1, started_at, locked_by, a lease (p_lease_ms or queue_settings.lease_ms)
--- and a job_attempts row, all in the same statement. Returns the claimed rows, or no row.
--- Raises QV400 for a missing or blank worker id, an out-of-range limit, lease or queue list, or a now
--- that is null, infinite or past the year 9999.
--- Plan (measured in docs/benchmarks.md): whatever the statistics say, the ready index is read in its
--- order up to the limit and the picked rows are updated through the primary key, so a claim costs the
--- same with 10 or 1,000,000 jobs waiting. One generic plan per session (plan_cache_mode) spares a
--- replan per call; it may be made on an empty table, so scans that only look cheap there are ruled
--- out: no bitmap scan (with stale statistics, a burst, it sorted the whole backlog on every call), no
--- sequential scan (a plan made while idle updated the picked rows by reading the whole table). The
--- cost of those disabled paths would trip JIT compilation, which a claim never needs (jit = off).
--- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
--- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
--- the queue's. EXECUTE: pgqw_worker and pgqw_admin (db/security/grants.sql).
+-- claim_jobs: pending/failed → processing for up to p_limit ready jobs (run_at <= p_now, a try left; highest priority,
+-- then oldest run_at; for update skip locked), each with attempts + 1, a lease and a job_attempts row. Returns the
+-- claimed rows (lease_expires_at - started_at is the lease granted). Raises QV400 (bad worker id, limit, lease, queues, now).
 create or replace function claim_jobs(
     p_worker_id  text,
     p_limit      integer,
@@ -51,6 +37,13 @@ begin
             message = format('now must be a finite time before the year 9999, got %s', coalesce(p_now::text, 'null'));
     end if;
 
+    -- Plan (measured in docs/benchmarks.md): whatever the statistics say, the ready index is read in its
+    -- order up to the limit and the picked rows are updated through the primary key, so a claim costs the
+    -- same with 10 or 1,000,000 jobs waiting. One generic plan per session (plan_cache_mode) spares a
+    -- replan per call; it may be made on an empty table, so scans that only look cheap there are ruled
+    -- out: no bitmap scan (with stale statistics, a burst, it sorted the whole backlog on every call), no
+    -- sequential scan (a plan made while idle updated the picked rows by reading the whole table). The
+    -- cost of those disabled paths would trip JIT compilation, which a claim never needs (jit = off).
     return query
     with claimed as (
         update jobs j

@@ -1,10 +1,6 @@
--- heartbeat: extends the lease of the jobs a worker still holds, to now() + p_lease_ms
--- (or queue_settings.lease_ms). No status change. Returns the jobs whose lease was extended:
--- a job the worker asked for that is missing from the result is no longer its own (it was swept).
--- Raises QV400 for a missing worker id, a null job list or a bad lease.
--- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
--- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
--- the queue's. EXECUTE: pgqw_worker and pgqw_admin (db/security/grants.sql).
+-- heartbeat: no status change; extends to now() + p_lease_ms (or queue_settings.lease_ms) the lease of each listed
+-- job this worker still holds. Returns (job_id, lease_expires_at) per extended job: a listed job missing
+-- from the answer is no longer the worker's. Raises QV400 (blank worker id, null job list, lease below 1 ms).
 create or replace function heartbeat(
     p_worker_id  text,
     p_job_ids    uuid[],

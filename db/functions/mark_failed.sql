@@ -1,13 +1,7 @@
--- mark_failed: records that a worker's attempt failed with p_error.
---   attempts left and p_retryable → failed, run_at = now() + backoff_delay(attempt) (processing → failed)
---   otherwise                     → dead, finished_at set                         (processing → dead)
--- Acts only while that worker's attempt still holds the job, like mark_succeeded.
--- Its job_attempts row becomes failed with the error. Backoff arguments left null come from queue_settings.
--- Returns the updated job.
--- Raises QV400 (null or bad argument), QN404 (no such job), QL409 (the attempt no longer holds the job).
--- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
--- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
--- the queue's. EXECUTE: pgqw_worker and pgqw_admin (db/security/grants.sql).
+-- mark_failed: processing → failed (tries left and p_retryable; run_at = now() + backoff_delay) or → dead,
+-- for the attempt this worker holds; its job_attempts row becomes failed with p_error (cut to 10,000 characters).
+-- Returns the job and already_recorded (true: this attempt had already failed with this error, nothing changed).
+-- Raises QV400 (bad argument), QN404 (no such job), QL409 (the attempt is not this worker's, or ended otherwise).
 create or replace function mark_failed(
     p_job_id         uuid,
     p_worker_id      text,
@@ -17,11 +11,17 @@ create or replace function mark_failed(
     p_base_ms        integer default null,
     p_max_jitter_ms  integer default null,
     p_max_delay_ms   integer default null
-) returns setof jobs
+) returns table (
+    id uuid, type text, payload jsonb, status text, attempts integer, max_attempts integer,
+    last_error text, run_at timestamptz, created_at timestamptz, started_at timestamptz,
+    finished_at timestamptz, locked_by text, lease_expires_at timestamptz,
+    idempotency_key text, queue text, priority integer, already_recorded boolean
+)
 language plpgsql
 security definer
 set search_path = public, pg_temp
 as $$
+#variable_conflict use_column
 declare
     v_job jobs;
     v_error text;
@@ -55,14 +55,23 @@ begin
      where j.id = p_job_id and j.status = 'processing'
        and j.locked_by = p_worker_id and j.attempts = p_attempt
     returning j.* into v_job;
-    if not found then
-        perform raise_job_not_held(p_job_id, p_worker_id, p_attempt);
+    if found then
+        update job_attempts a
+           set outcome = 'failed', error = v_error, finished_at = greatest(now(), a.started_at)
+         where a.job_id = p_job_id and a.attempt = p_attempt;
+        return query select v_job.*, false;
+        return;
     end if;
 
-    update job_attempts a
-       set outcome = 'failed', error = v_error, finished_at = greatest(now(), a.started_at)
-     where a.job_id = p_job_id and a.attempt = p_attempt;
-
-    return next v_job;
+    -- Not held: an earlier call for this very attempt may have committed (its reply was lost).
+    -- The attempt's own row says so: it was this worker's and it failed with this error. The job
+    -- may have moved on since (a retry claimed it): it is returned as it is now.
+    if exists (select 1 from job_attempts a
+                where a.job_id = p_job_id and a.attempt = p_attempt and a.worker_id = p_worker_id
+                  and a.outcome = 'failed' and a.error = v_error) then
+        return query select j.*, true from jobs j where j.id = p_job_id;
+        return;
+    end if;
+    perform raise_job_not_held(p_job_id, p_worker_id, p_attempt);
 end;
 $$;

@@ -1,20 +1,21 @@
--- mark_jobs_succeeded: mark_succeeded for many jobs of one worker in one call (processing → succeeded).
--- p_job_ids[i] was claimed at attempt p_attempts[i]. Only the jobs that attempt still holds change;
--- the others (swept, handed back) are left alone and are missing from the result, so the caller can
--- tell which late results were ignored. Their job_attempts rows become succeeded.
--- Raises QV400 for a null argument or arrays of different lengths.
--- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
--- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
--- the queue's. EXECUTE: pgqw_worker and pgqw_admin (db/security/grants.sql).
+-- mark_jobs_succeeded: mark_succeeded for many (p_job_ids[i], p_attempts[i]) of one worker (processing → succeeded).
+-- Returns each job this worker's attempt succeeded, with already_recorded (true: an earlier call did it);
+-- a pair whose attempt is not this worker's, or ended otherwise, is left alone and missing. Raises QV400.
 create or replace function mark_jobs_succeeded(
     p_worker_id  text,
     p_job_ids    uuid[],
     p_attempts   integer[]
-) returns setof jobs
+) returns table (
+    id uuid, type text, payload jsonb, status text, attempts integer, max_attempts integer,
+    last_error text, run_at timestamptz, created_at timestamptz, started_at timestamptz,
+    finished_at timestamptz, locked_by text, lease_expires_at timestamptz,
+    idempotency_key text, queue text, priority integer, already_recorded boolean
+)
 language plpgsql
 security definer
 set search_path = public, pg_temp
 as $$
+#variable_conflict use_column
 begin
     if p_worker_id is null or p_job_ids is null or p_attempts is null then
         raise exception using errcode = 'QV400', message = 'worker id, job ids and attempts must not be null';
@@ -41,6 +42,15 @@ begin
           from done
          where a.job_id = done.id and a.attempt = done.attempts
     )
-    select * from done;
+    select done.*, false from done
+    union all
+    -- Succeeded by an earlier call of this worker (its reply was lost): one primary-key lookup per pair.
+    -- The statement's snapshot is taken before `recorded` runs, so the attempts recorded just now
+    -- still show no outcome here and are not listed twice.
+    select j.*, true
+      from unnest(p_job_ids, p_attempts) as t(job_id, attempt)
+      join job_attempts a on a.job_id = t.job_id and a.attempt = t.attempt
+      join jobs j on j.id = a.job_id
+     where a.worker_id = p_worker_id and a.outcome = 'succeeded';
 end;
 $$;

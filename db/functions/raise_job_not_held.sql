@@ -1,9 +1,6 @@
--- raise_job_not_held: explains why a worker's (job, attempt) is no longer its to finish, and raises.
--- Used by mark_succeeded, mark_failed and release_job after their guarded update matched no row.
--- Never returns. Raises QN404 when the job does not exist, QL409 when it exists but this worker's
--- attempt no longer holds it (its lease expired and it was swept, it was handed back, or it finished).
--- Security invoker, search_path pinned (public, pg_temp). EXECUTE: nobody but the owner: only the
--- security definer functions call it, and they run as the owner.
+-- raise_job_not_held: no state change and never returns; explains why a worker's (job, attempt) is not its to finish.
+-- Raises QN404 (no such job) or QL409 (swept, handed back or finished). Security invoker, for the owner's
+-- functions only (mark_succeeded, mark_failed, release_job): no role may execute it.
 create or replace function raise_job_not_held(
     p_job_id     uuid,
     p_worker_id  text,

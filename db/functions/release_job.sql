@@ -1,21 +1,23 @@
--- release_job: a worker hands back a job it holds but will not finish (graceful shutdown)
--- (processing → pending, runnable at once). The handed-back attempt is not a failure of the work:
--- max_attempts grows by one so the job keeps all its tries, and its job_attempts row becomes
--- abandoned with the reason. Returns the updated job.
--- Raises QV400 (null or bad argument), QN404 (no such job), QL409 (the attempt no longer holds the job).
--- Security definer: runs as the queue's owner, so a caller needs EXECUTE on it and no privilege on
--- the tables; search_path is pinned (public, pg_temp) so the caller's objects cannot stand in for
--- the queue's. EXECUTE: pgqw_worker and pgqw_admin (db/security/grants.sql).
+-- release_job: processing → pending (runnable at once, max_attempts + 1 so the try is not spent) for the attempt
+-- this worker holds; its job_attempts row becomes abandoned (handed_back) with the reason. Notifies pgqw_jobs.
+-- Returns the job and already_recorded (true: this attempt was already handed back, nothing changed).
+-- Raises QV400 (bad argument), QN404 (no such job), QL409 (the attempt is not this worker's, or ended otherwise).
 create or replace function release_job(
     p_job_id     uuid,
     p_worker_id  text,
     p_attempt    integer,
     p_reason     text default 'worker shutting down'
-) returns setof jobs
+) returns table (
+    id uuid, type text, payload jsonb, status text, attempts integer, max_attempts integer,
+    last_error text, run_at timestamptz, created_at timestamptz, started_at timestamptz,
+    finished_at timestamptz, locked_by text, lease_expires_at timestamptz,
+    idempotency_key text, queue text, priority integer, already_recorded boolean
+)
 language plpgsql
 security definer
 set search_path = public, pg_temp
 as $$
+#variable_conflict use_column
 declare
     v_job jobs;
     v_reason text;
@@ -35,15 +37,24 @@ begin
      where j.id = p_job_id and j.status = 'processing'
        and j.locked_by = p_worker_id and j.attempts = p_attempt
     returning j.* into v_job;
-    if not found then
-        perform raise_job_not_held(p_job_id, p_worker_id, p_attempt);
+    if found then
+        update job_attempts a
+           set outcome = 'abandoned', abandon_reason = 'handed_back', error = left(v_reason, 10000),
+               finished_at = greatest(now(), a.started_at)
+         where a.job_id = p_job_id and a.attempt = p_attempt;
+        perform pg_notify('pgqw_jobs', v_job.queue);
+        return query select v_job.*, false;
+        return;
     end if;
 
-    update job_attempts a
-       set outcome = 'abandoned', abandon_reason = 'handed_back', error = left(v_reason, 10000), finished_at = greatest(now(), a.started_at)
-     where a.job_id = p_job_id and a.attempt = p_attempt;
-
-    perform pg_notify('pgqw_jobs', v_job.queue);
-    return next v_job;
+    -- Not held: an earlier call for this very attempt may have committed (its reply was lost).
+    -- The attempt's own row says so: this worker handed it back. The job may have moved on since.
+    if exists (select 1 from job_attempts a
+                where a.job_id = p_job_id and a.attempt = p_attempt and a.worker_id = p_worker_id
+                  and a.outcome = 'abandoned' and a.abandon_reason = 'handed_back') then
+        return query select j.*, true from jobs j where j.id = p_job_id;
+        return;
+    end if;
+    perform raise_job_not_held(p_job_id, p_worker_id, p_attempt);
 end;
 $$;

@@ -82,11 +82,12 @@ def test_roles_real_worker_and_api_run_every_path_on_their_own_roles(
         assert one(c, "select current_user as u")["u"] == "pgqw_api"
 
     # 1. Every attempt fails (retryably) until the job is dead. This worker has no lease setting:
-    #    it reads queue_settings.lease_ms at start.
+    #    its claims get queue_settings.lease_ms, which the worker learns from the claim.
     failing = workers("roles-fail", env={"SIM_FAILURE_RATE": "1", "STUCK_JOB_TIMEOUT_MS": ""})
-    assert "lease 60000ms" in failing.lines("worker started:")[0]
+    assert "lease queue_settings" in failing.lines("worker started:")[0]
     flaky = post_job(client)
     until_status(client, [flaky], "dead")
+    assert "60000ms granted by the claim" in failing.lines("lease")[0]
     assert outcomes(client, flaky) == [("roles-fail", "failed"), ("roles-fail", "failed")]
     assert len(failing.lines("failed")) == 2 and "next run" in failing.lines("failed")[0]
     failing.signal(signal.SIGTERM)

@@ -104,3 +104,21 @@ def test_mark_jobs_succeeded_bad_input_raises_qv400(conn: psycopg.Connection, ca
     with pytest.raises(psycopg.Error) as exc:
         conn.execute(call)
     assert exc.value.sqlstate == "QV400"
+
+
+def test_mark_jobs_succeeded_repeated_answers_already_recorded(conn: psycopg.Connection) -> None:
+    for i in range(3):
+        enqueue(conn, f"r{i}")
+    held = db.claim_jobs(conn, worker_id="w1", limit=3)
+    first = db.mark_jobs_succeeded(conn, worker_id="w1", done=[(j.id, j.attempts) for j in held[:2]])
+    assert sorted((j.id, j.already_recorded) for j in first) == sorted((j.id, False) for j in held[:2])
+    # A retry after a lost reply, with one more job that is still held: that one is recorded now.
+    again = db.mark_jobs_succeeded(conn, worker_id="w1", done=[(j.id, j.attempts) for j in held])
+    assert sorted((j.id, j.already_recorded) for j in again) == sorted(
+        [(held[0].id, True), (held[1].id, True), (held[2].id, False)])
+    assert all(j.status == "succeeded" for j in again)
+    before = snapshot(conn)
+    # Another worker's, or another attempt's, result for the same jobs: missing, nothing changes.
+    assert db.mark_jobs_succeeded(conn, worker_id="w2", done=[(j.id, j.attempts) for j in held]) == []
+    assert db.mark_jobs_succeeded(conn, worker_id="w1", done=[(j.id, 2) for j in held]) == []
+    assert snapshot(conn) == before

@@ -226,7 +226,8 @@ BAD_CALLS = [
     bad("mark_succeeded", "unknown-job", "select * from mark_succeeded(<unknown>, 'w1', 1)", "QN404"),
     bad("mark_succeeded", "id-not-uuid", "select * from mark_succeeded('not-a-uuid', 'w1', 1)", "22P02"),
     bad("mark_succeeded", "pending-job", "select * from mark_succeeded(<pending>, 'w1', 1)", "QL409"),
-    bad("mark_succeeded", "succeeded-job", "select * from mark_succeeded(<succeeded>, 'w1', 1)", "QL409"),
+    bad("mark_succeeded", "succeeded-job-other-worker", "select * from mark_succeeded(<succeeded>, 'w2', 1)",
+        "QL409"),
     bad("mark_succeeded", "failed-job", "select * from mark_succeeded(<failed>, 'w1', 1)", "QL409"),
     bad("mark_succeeded", "dead-job", "select * from mark_succeeded(<dead>, 'w1', 1)", "QL409"),
     bad("mark_succeeded", "other-worker", "select * from mark_succeeded(<processing>, 'w2', 1)", "QL409"),
@@ -359,7 +360,15 @@ FINE_CALLS = [
     fine("mark_jobs_succeeded", "stale-attempt",
          "select count(*) from mark_jobs_succeeded('w1', array[<processing>], '{2}')", 0),
     fine("mark_jobs_succeeded", "jobs-not-processing", "select count(*) from mark_jobs_succeeded('w1',"
-         " array[<pending>, <succeeded>, <failed>, <dead>, <unknown>, null], '{0, 1, 1, 1, 1, 1}')", 0),
+         " array[<pending>, <failed>, <dead>, <unknown>, null], '{0, 1, 1, 1, 1}')", 0),
+    # A repeated result for an attempt that already ended this way (a retry after a lost reply) is
+    # answered already_recorded, and changes nothing.
+    fine("mark_jobs_succeeded", "already-succeeded",
+         "select bool_and(already_recorded) from mark_jobs_succeeded('w1', array[<succeeded>], '{1}')", True),
+    fine("mark_succeeded", "same-attempt-again",
+         "select already_recorded from mark_succeeded(<succeeded>, 'w1', 1)", True),
+    fine("mark_failed", "same-error-again",
+         "select already_recorded from mark_failed(<failed>, 'w1', 1, 'printer jammed')", True),
     fine("mark_jobs_succeeded", "empty-arrays", "select count(*) from mark_jobs_succeeded('w1', '{}', '{}')", 0),
     fine("mark_jobs_succeeded", "empty-worker",
          "select count(*) from mark_jobs_succeeded('', array[<processing>], '{1}')", 0),

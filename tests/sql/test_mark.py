@@ -1,4 +1,5 @@
-"""mark_succeeded / mark_failed / backoff_delay: transitions, backoff in SQL, late results ignored."""
+"""mark_succeeded / mark_failed / release_job / backoff_delay: transitions, backoff in SQL, late results
+ignored, and a repeated result for the same attempt answered already_recorded."""
 from __future__ import annotations
 
 import psycopg
@@ -155,10 +156,121 @@ def test_mark_bad_input_raises_and_changes_nothing(conn: psycopg.Connection, cal
     assert snapshot(conn) == before
 
 
-def test_mark_succeeded_on_a_finished_job_raises_ql409(conn: psycopg.Connection) -> None:
+def test_mark_succeeded_repeated_for_the_same_attempt_answers_already_recorded(conn: psycopg.Connection) -> None:
+    # A retry after a lost reply: the first call committed, the second is answered, not refused.
+    job = _claimed(conn)
+    first = db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1)
+    assert (first.status, first.already_recorded) == ("succeeded", False)
+    before = snapshot(conn)
+    again = db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1)
+    assert (again.status, again.attempts, again.already_recorded) == ("succeeded", 1, True)
+    assert again.finished_at == first.finished_at
+    assert snapshot(conn) == before
+
+
+@pytest.mark.parametrize("worker, attempt", [("w2", 1), ("w1", 2)])
+def test_mark_succeeded_on_a_job_another_attempt_finished_raises_ql409(
+        conn: psycopg.Connection, worker: str, attempt: int) -> None:
     job = _claimed(conn)
     db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1)
+    before = snapshot(conn)
+    with pytest.raises(psycopg.Error) as exc:
+        db.mark_succeeded(conn, job_id=job.id, worker_id=worker, attempt=attempt)
+    assert exc.value.sqlstate == "QL409"
+    assert snapshot(conn) == before
+
+
+def test_mark_succeeded_after_the_attempt_failed_raises_ql409(conn: psycopg.Connection) -> None:
+    job = _claimed(conn)
+    db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error="boom", base_ms=60_000)
+    before = snapshot(conn)
     with pytest.raises(psycopg.Error) as exc:
         db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1)
     assert exc.value.sqlstate == "QL409"
-    assert job_row(conn, job.id)["status"] == "succeeded"
+    assert snapshot(conn) == before
+
+
+@pytest.mark.parametrize("retryable, status", [(True, "failed"), (False, "dead")])
+def test_mark_failed_repeated_with_the_same_error_answers_already_recorded(
+        conn: psycopg.Connection, retryable: bool, status: str) -> None:
+    job = _claimed(conn)
+    error = "render crashed " + "x" * 20_000  # longer than what is kept: the function compares its own cut
+    first = db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error=error, retryable=retryable)
+    assert (first.status, first.already_recorded) == (status, False)
+    before = snapshot(conn)
+    again = db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error=error, retryable=retryable)
+    assert (again.status, again.run_at, again.already_recorded) == (status, first.run_at, True)
+    assert snapshot(conn) == before
+
+
+def test_mark_failed_repeated_after_the_retry_was_claimed_answers_already_recorded(
+        conn: psycopg.Connection) -> None:
+    job = _claimed(conn)
+    db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error="boom", base_ms=0, max_jitter_ms=0)
+    retaken = db.claim_job(conn, worker_id="w2")
+    assert retaken is not None and retaken.attempts == 2
+    before = snapshot(conn)
+    again = db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error="boom")
+    # The answer is the job as it is now: attempt 2, held by w2.
+    assert (again.already_recorded, again.status, again.attempts, again.locked_by) == (True, "processing", 2, "w2")
+    assert snapshot(conn) == before
+
+
+@pytest.mark.parametrize("worker, error", [("w1", "another error"), ("w2", "boom")])
+def test_mark_failed_repeated_with_another_error_or_worker_raises_ql409(
+        conn: psycopg.Connection, worker: str, error: str) -> None:
+    job = _claimed(conn)
+    db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error="boom")
+    before = snapshot(conn)
+    with pytest.raises(psycopg.Error) as exc:
+        db.mark_failed(conn, job_id=job.id, worker_id=worker, attempt=1, error=error)
+    assert exc.value.sqlstate == "QL409"
+    assert snapshot(conn) == before
+
+
+def test_mark_failed_after_the_attempt_succeeded_raises_ql409(conn: psycopg.Connection) -> None:
+    job = _claimed(conn)
+    db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1)
+    with pytest.raises(psycopg.Error) as exc:
+        db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error="boom")
+    assert exc.value.sqlstate == "QL409"
+
+
+def test_release_job_repeated_answers_already_recorded(conn: psycopg.Connection) -> None:
+    job = _claimed(conn)
+    first = db.release_job(conn, job_id=job.id, worker_id="w1", attempt=1, reason="stopping")
+    assert (first.status, first.max_attempts, first.already_recorded) == ("pending", 6, False)
+    before = snapshot(conn)
+    again = db.release_job(conn, job_id=job.id, worker_id="w1", attempt=1, reason="stopping")
+    assert (again.status, again.max_attempts, again.already_recorded) == ("pending", 6, True)  # not 7
+    assert snapshot(conn) == before
+
+
+def test_release_job_after_a_sweep_or_by_another_worker_raises_ql409(conn: psycopg.Connection) -> None:
+    job = _claimed(conn)
+    conn.execute("select * from sweep_stuck(now() + interval '2 minutes')")  # abandoned, but not handed back
+    before = snapshot(conn)
+    for worker in ("w1", "w2"):
+        with pytest.raises(psycopg.Error) as exc:
+            db.release_job(conn, job_id=job.id, worker_id=worker, attempt=1, reason="stopping")
+        assert exc.value.sqlstate == "QL409"
+    assert snapshot(conn) == before
+
+
+def test_mark_succeeded_after_a_hand_back_raises_ql409(conn: psycopg.Connection) -> None:
+    job = _claimed(conn)
+    db.release_job(conn, job_id=job.id, worker_id="w1", attempt=1, reason="stopping")
+    with pytest.raises(psycopg.Error) as exc:
+        db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1)
+    assert exc.value.sqlstate == "QL409"
+
+
+@pytest.mark.parametrize("call", [
+    "select * from mark_succeeded('00000000-0000-0000-0000-000000000000', 'w1', 1)",
+    "select * from mark_failed('00000000-0000-0000-0000-000000000000', 'w1', 1, 'x')",
+    "select * from release_job('00000000-0000-0000-0000-000000000000', 'w1', 1)",
+])
+def test_mark_unknown_job_still_raises_qn404(conn: psycopg.Connection, call: str) -> None:
+    with pytest.raises(psycopg.Error) as exc:
+        conn.execute(call)
+    assert exc.value.sqlstate == "QN404"

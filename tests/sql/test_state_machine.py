@@ -235,6 +235,16 @@ class QueueMachine(RuleBasedStateMachine):
         job = self._pick(whom.pick)
         return job, whom.worker, max(job.attempts + whom.shift, 1)
 
+    @staticmethod
+    def _recorded(job: ModelJob | None, worker: str, attempt: int, outcome: str, **kw: Any) -> bool:
+        """This worker's attempt already ended this way: the function answers already_recorded
+        (a retry after a lost reply) instead of refusing."""
+        if job is None or not 1 <= attempt <= len(job.history):
+            return False
+        done = job.history[attempt - 1]
+        return (done.worker, done.outcome) == (worker, outcome) and all(
+            getattr(done, name) == value for name, value in kw.items())
+
     def _expect_error(self, code: str, conn: psycopg.Connection, query: str, params: Any) -> None:
         with pytest.raises(psycopg.Error) as exc:
             conn.execute(query, params)
@@ -370,10 +380,14 @@ class QueueMachine(RuleBasedStateMachine):
             pairs = [(job.id if job else uuid.uuid4(), attempt)]
             pairs += [(self._pick(p).id, max(self._pick(p).attempts + shift, 1)) for p, shift in more]
             expected = {i for i, a in pairs if i in self.jobs and self.jobs[i].holds(worker, a)}
+            recorded = [i for i, a in pairs if self._recorded(self.jobs.get(i), worker, a, "succeeded")]
             got = rows(conn, "select * from mark_jobs_succeeded(%s::text, %s::uuid[], %s::integer[])",
                        [worker, [p[0] for p in pairs], [p[1] for p in pairs]])
-            assert sorted(r["id"] for r in got) == sorted(expected)
+            assert sorted(r["id"] for r in got if not r["already_recorded"]) == sorted(expected)
+            assert sorted(r["id"] for r in got if r["already_recorded"]) == sorted(recorded)
             assert all(r["status"] == "succeeded" for r in got)
+            if recorded:
+                self._note("mark_jobs_succeeded answered already recorded")
             if expected:
                 self._note("mark_jobs_succeeded changed a job")
             for job_id in expected:
@@ -383,13 +397,18 @@ class QueueMachine(RuleBasedStateMachine):
         if job is None:
             self._expect_error("QN404", conn, query, [uuid.uuid4(), worker, attempt])
             return
+        if self._recorded(job, worker, attempt, "succeeded"):
+            row = one(conn, query, [job.id, worker, attempt])
+            assert (row["status"], row["already_recorded"]) == ("succeeded", True)
+            self._note("mark_succeeded answered already recorded")
+            return
         if not job.holds(worker, attempt):
             self._expect_error("QL409", conn, query, [job.id, worker, attempt])
             return
         row = one(conn, query, [job.id, worker, attempt])
         self._note("mark_succeeded changed a job")
         self._succeeded(job)
-        assert row["status"] == "succeeded"
+        assert (row["status"], row["already_recorded"]) == ("succeeded", False)
 
     def _succeeded(self, job: ModelJob) -> None:
         job.status, job.locked_by, job.lease = "succeeded", None, None
@@ -423,10 +442,16 @@ class QueueMachine(RuleBasedStateMachine):
         if job is None:
             self._expect_error("QN404", conn, query, params)
             return
+        if self._recorded(job, worker, attempt, "failed", error=error[:10_000]):
+            row = one(conn, query, params)
+            assert (row["id"], row["already_recorded"]) == (job.id, True)
+            self._note("mark_failed answered already recorded")
+            return
         if not job.holds(worker, attempt):
             self._expect_error("QL409", conn, query, params)
             return
         row = one(conn, query, params)
+        assert row["already_recorded"] is False
         after = _clock(conn)
         job.locked_by, job.lease, job.last_error, job.last_error_prefix = None, None, error[:10_000], None
         self._finish_attempt(job, "failed", error=error[:10_000])
@@ -451,11 +476,17 @@ class QueueMachine(RuleBasedStateMachine):
         if job is None:
             self._expect_error("QN404", conn, query, [uuid.uuid4(), worker, attempt, reason])
             return
+        if self._recorded(job, worker, attempt, "abandoned", reason="handed_back"):
+            row = one(conn, query, [job.id, worker, attempt, reason])
+            assert (row["id"], row["already_recorded"]) == (job.id, True)
+            self._note("release_job answered already recorded")
+            return
         if not job.holds(worker, attempt):
             self._expect_error("QL409", conn, query, [job.id, worker, attempt, reason])
             return
         before = _clock(conn)
         row = one(conn, query, [job.id, worker, attempt, reason])
+        assert row["already_recorded"] is False
         after = _clock(conn)
         self._note("release_job changed a job")
         said = (reason or "").strip(" ") or "no reason given"

@@ -181,15 +181,18 @@ def test_worker_job_past_lease_without_heartbeat_is_swept_and_late_result_ignore
 
 
 def test_worker_without_lease_setting_heartbeats_for_the_table_lease(conn, start_worker, until_all) -> None:
-    """A DBA lowered queue_settings.lease_ms; a worker started without STUCK_JOB_TIMEOUT_MS takes
-    that lease, heartbeats every third of it, and its slow job is not swept."""
+    """A DBA lowered queue_settings.lease_ms; a worker started without STUCK_JOB_TIMEOUT_MS gets
+    that lease from its claim (the database's answer, not a copy of the table read at start),
+    heartbeats every third of it, and its slow job is not swept."""
     conn.execute("update queue_settings set lease_ms = 1000")
     slow = start_worker("table-lease", concurrency=1, env={
         "STUCK_JOB_TIMEOUT_MS": "", "HEARTBEAT_INTERVAL_MS": "",
         "SIM_MIN_LATENCY_MS": "3000", "SIM_MAX_LATENCY_MS": "3000"})
-    assert "lease 1000ms" in slow.lines("worker started:")[0]
+    assert "lease queue_settings" in slow.lines("worker started:")[0]
     job = enqueue(conn)
     wait_for("the job held by table-lease", lambda: held_by(conn, "table-lease") == 1)
+    [lease] = slow.wait_log("lease")
+    assert "1000ms granted by the claim" in lease and "heartbeat every 333ms" in lease
     sweeper = start_worker("sweeper", env={"SWEEP_INTERVAL_MS": "100"})
     until_all([job.id], "succeeded", timeout=10)
     assert outcomes(conn, job.id) == [(1, "table-lease", "succeeded")]

@@ -1,0 +1,90 @@
+"""Helpers for the in-process tests of the worker's parts: real database, no worker process."""
+from __future__ import annotations
+
+import dataclasses
+import io
+from datetime import datetime, timezone
+from typing import Any, Callable, TypeVar
+
+import psycopg
+
+from pgqw import db
+from pgqw.config import Settings
+from pgqw.worker.log import Log
+from tests.helpers import enqueue
+
+T = TypeVar("T")
+AT = datetime(2025, 1, 1, 16, 43, 7, 167_000, tzinfo=timezone.utc)  # every test log line's time
+
+
+def settings(**changes: Any) -> Settings:
+    """Quiet settings for worker w1: no simulated latency or failures, retries at once."""
+    base = Settings(worker_id="w1", concurrency=2, sim_min_latency_ms=0, sim_max_latency_ms=0, sim_failure_rate=0.0,
+                    retry_base_delay_ms=0, retry_max_jitter_ms=0)
+    return dataclasses.replace(base, **changes)
+
+
+class Lines(io.StringIO):
+    """A log's output; lines(event) are the texts logged for one event."""
+
+    def lines(self, event: str) -> list[str]:
+        found = []
+        for line in self.getvalue().splitlines():
+            head = f"16:43:07.167Z [w1] {event}"
+            if line.startswith(head) and (len(line) == len(head) or line[len(head)] == " "):
+                found.append(line[len(head):].strip())
+        return found
+
+
+def log() -> tuple[Log, Lines]:
+    out = Lines()
+    return Log("w1", out, now=lambda: AT), out
+
+
+class Direct:
+    """The worker's Database, reduced to one real connection: no pool, no retries."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.conn = conn
+        self.ops: list[str] = []
+        self.errors: list[tuple[str, str, float]] = []
+        self.checks = 0
+
+    def call(self, op: str, fn: Callable[[psycopg.Connection], T], *, deadline: float | None = None) -> T:
+        self.ops.append(op)
+        return fn(self.conn)
+
+    def once(self, fn: Callable[[psycopg.Connection], T]) -> T:
+        return fn(self.conn)
+
+    def check_pool(self) -> None:
+        self.checks += 1
+
+    def db_error(self, op: str, exc: BaseException, delay: float) -> None:
+        self.errors.append((op, str(exc), delay))
+
+
+class LostReply(Direct):
+    """Every call commits, then its reply is lost and the worker's retry makes the same call again:
+    what the database answers to that second call is what the worker sees."""
+
+    def call(self, op: str, fn: Callable[[psycopg.Connection], T], *, deadline: float | None = None) -> T:
+        self.ops.append(op)
+        fn(self.conn)
+        return fn(self.conn)
+
+
+def claimed(conn: psycopg.Connection, worker: str = "w1", lease_ms: int | None = None, **job: Any) -> db.Job:
+    enqueue(conn, **job)
+    found = db.claim_job(conn, worker_id=worker, lease_ms=lease_ms)
+    assert found is not None
+    return found
+
+
+def steal(conn: psycopg.Connection, job: db.Job, thief: str = "w2") -> None:
+    """The job's lease runs out (claim it with a short lease), a sweep hands it on and another
+    worker claims it. Jobs with longer leases are left alone."""
+    assert job.lease_expires_at is not None
+    conn.execute("select * from sweep_stuck(%s::timestamptz + interval '1 millisecond')", [job.lease_expires_at])
+    again = db.claim_job_at(conn, worker_id=thief, now=datetime.now(timezone.utc))
+    assert again is not None and again.id == job.id

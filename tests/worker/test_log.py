@@ -1,0 +1,38 @@
+"""worker/log.py: the line format tests and operators grep."""
+from __future__ import annotations
+
+import io
+import re
+
+from pgqw.worker.log import Log, describe_database, short
+from tests.worker.parts import AT
+
+
+def test_log_line_matches_the_documented_format() -> None:
+    out = io.StringIO()
+    Log("w1", out)("start", "ba1b4d28 attempt 1/5  (running 5/5, peak 5)")
+    assert re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3}Z \[w1\] start   ba1b4d28 attempt 1/5  \(running 5/5, peak 5\)\n",
+                        out.getvalue())
+
+
+def test_log_line_pads_short_events_and_keeps_long_ones() -> None:
+    out = io.StringIO()
+    log = Log("w9", out, now=lambda: AT)
+    log("lost", "x")
+    log("ignored late result", "y")
+    log("stopped")
+    assert out.getvalue().splitlines() == [
+        "16:43:07.167Z [w9] lost    x", "16:43:07.167Z [w9] ignored late result y", "16:43:07.167Z [w9] stopped"]
+
+
+def test_log_survives_a_closed_stdout() -> None:
+    out = io.StringIO()
+    out.close()
+    Log("w1", out)("start", "nothing raised")
+
+
+def test_describe_database_hides_the_password() -> None:
+    text = describe_database("postgresql://u:secret@db.example:6432/jobs")
+    assert text == "db.example:6432/jobs" and "secret" not in text
+    assert describe_database("host=/tmp/sock dbname=jobs") == "jobs via socket /tmp/sock"
+    assert short("ba1b4d28-0000-4000-8000-000000000000") == "ba1b4d28"

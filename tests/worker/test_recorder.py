@@ -1,0 +1,114 @@
+"""worker/recorder.py: results recorded, answered already recorded after a lost reply, or refused."""
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from pgqw.worker.recorder import EARLIER_TRY, Failed, Recorder, Refused, Succeeded
+from pgqw.worker.slots import Slots
+from tests.helpers import job_row, rows
+from tests.worker.parts import Direct, LostReply, claimed, log, settings, steal
+
+
+def _recorder(conn: psycopg.Connection, *, batch: bool = False, lost_reply: bool = False, cap: int = 3):
+    slots = Slots(cap, clock=lambda: 0.0)
+    worker_log, out = log()
+    database = (LostReply if lost_reply else Direct)(conn)
+    return Recorder(settings(), slots, worker_log, database, batch=batch), slots, database, out
+
+
+def test_recorder_success_frees_the_slot_and_logs_it(conn: psycopg.Connection) -> None:
+    recorder, slots, _, out = _recorder(conn)
+    run, _, _ = slots.take(claimed(conn))
+    recorder.record(run, Succeeded("made it"), 0.5)
+    assert job_row(conn, run.job.id)["status"] == "succeeded"
+    assert out.lines("success") == [f"{run.tag()} in 0.50s: made it  (running 0/3, peak 1)"]
+    assert slots.free_count() == 3 and slots.counts["succeeded"] == 1
+
+
+def test_recorder_success_after_a_lost_reply_is_a_success(conn: psycopg.Connection) -> None:
+    recorder, slots, _, out = _recorder(conn, lost_reply=True)
+    run, _, _ = slots.take(claimed(conn))
+    recorder.record(run, Succeeded(), 0.25)
+    assert out.lines("success") == [f"{run.tag()} in 0.25s: {EARLIER_TRY}  (running 0/3, peak 1)"]
+    assert out.lines("ignored late result") == [] and out.lines("error") == []
+    assert [r["outcome"] for r in rows(conn, "select outcome from job_attempts")] == ["succeeded"]
+
+
+def test_recorder_result_of_a_job_handed_on_is_ignored(conn: psycopg.Connection) -> None:
+    recorder, slots, _, out = _recorder(conn)
+    run, _, _ = slots.take(claimed(conn, lease_ms=1))
+    steal(conn, run.job)
+    recorder.record(run, Succeeded(), 1.0)
+    [line] = out.lines("ignored late result")
+    assert "is not held by worker w1" in line and line.endswith("(running 0/3, peak 1)")
+    assert job_row(conn, run.job.id)["locked_by"] == "w2" and slots.counts["ignored"] == 1
+
+
+def test_recorder_already_recorded_success_is_not_written_again(conn: psycopg.Connection) -> None:
+    recorder, slots, database, out = _recorder(conn)
+    run, _, _ = slots.take(claimed(conn))
+    recorder.record(run, Succeeded("stored", recorded=True), 0.1)  # ctx.finish committed it
+    assert database.ops == [] and out.lines("success") == [f"{run.tag()} in 0.10s: stored  (running 0/3, peak 1)"]
+
+
+@pytest.mark.parametrize("retryable, max_attempts, event, says", [
+    (True, 5, "failed", "; next run "),
+    (True, 1, "failed", " → dead"),
+    (False, 5, "dead", " (permanent error, not retried)"),
+])
+def test_recorder_failure_says_what_the_database_decided(conn: psycopg.Connection, retryable: bool,
+                                                         max_attempts: int, event: str, says: str) -> None:
+    recorder, slots, _, out = _recorder(conn)
+    run, _, _ = slots.take(claimed(conn, max_attempts=max_attempts))
+    recorder.record(run, Failed("boom", retryable), 0.5)
+    [line] = out.lines(event)
+    assert line.startswith(f"{run.tag()} in 0.50s: boom{says}") and line.endswith("(running 0/3, peak 1)")
+    assert job_row(conn, run.job.id)["last_error"] == "boom"
+
+
+def test_recorder_failure_after_a_lost_reply_is_recorded_once(conn: psycopg.Connection) -> None:
+    recorder, slots, _, out = _recorder(conn, lost_reply=True)
+    run, _, _ = slots.take(claimed(conn))
+    recorder.record(run, Failed("boom"), 0.5)
+    [line] = out.lines("failed")
+    assert "next run" in line and EARLIER_TRY in line
+    assert [(r["outcome"], r["error"]) for r in rows(conn, "select * from job_attempts")] == [("failed", "boom")]
+
+
+def test_recorder_failure_recorded_before_a_retry_began_says_so(conn: psycopg.Connection) -> None:
+    recorder, slots, _, out = _recorder(conn)
+    run, _, _ = slots.take(claimed(conn))
+    # The earlier try committed (retry at once), and another worker took the retry before this answer.
+    conn.execute("select mark_failed(%s, 'w1', 1, 'boom', p_base_ms => 0, p_max_jitter_ms => 0)", [run.job.id])
+    conn.execute("select * from claim_job('w2')")
+    recorder.record(run, Failed("boom"), 0.5)
+    [line] = out.lines("failed")
+    assert "retried since (now attempt 2, processing)" in line and out.lines("ignored late result") == []
+
+
+def test_recorder_refused_outcome_frees_the_slot(conn: psycopg.Connection) -> None:
+    recorder, slots, _, out = _recorder(conn)
+    run, _, _ = slots.take(claimed(conn, lease_ms=1))
+    steal(conn, run.job)
+    with pytest.raises(psycopg.Error) as exc:
+        conn.execute("select mark_succeeded(%s, 'w1', 1)", [run.job.id])
+    recorder.record(run, Refused(exc.value), 0.5)
+    assert len(out.lines("ignored late result")) == 1 and slots.free_count() == 3
+
+
+def test_recorder_batch_records_many_successes_in_one_call(conn: psycopg.Connection) -> None:
+    recorder, slots, database, out = _recorder(conn, batch=True)
+    runs = [slots.take(claimed(conn, lease_ms=lease))[0] for lease in (600_000, 600_000, 1)]
+    steal(conn, runs[2].job)
+    conn.execute("select mark_succeeded(%s, 'w1', 1)", [runs[1].job.id])  # an earlier call's lost reply
+    for run in runs:
+        recorder.record(run, Succeeded(), 0.5)
+    assert database.ops == [] and slots.free_count() == 0  # waiting for the batch, slots still held
+    assert recorder.drain(timeout=0) == 3
+    # One call for the batch; the job it did not answer for is asked alone, to say why.
+    assert database.ops == ["mark_jobs_succeeded (3 jobs)", f"mark_succeeded {str(runs[2].job.id)[:8]}"]
+    success = out.lines("success")
+    assert len(success) == 2 and EARLIER_TRY not in success[0] and EARLIER_TRY in success[1]
+    assert len(out.lines("ignored late result")) == 1 and slots.free_count() == 3
+    assert recorder.drain(timeout=0) == 0

@@ -1,0 +1,44 @@
+"""worker/runner.py: the parts wired together, in process: a job claimed, run, recorded; a clean stop."""
+from __future__ import annotations
+
+import io
+import threading
+
+import psycopg
+
+from pgqw import db
+from pgqw.worker.runner import Worker
+from tests.helpers import enqueue
+from tests.worker.parts import settings
+
+
+class Watch(io.StringIO):
+    """A log output that sets an event when a line with `text` is written."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text, self.seen = text, threading.Event()
+
+    def write(self, line: str) -> int:
+        if self.text in line:
+            self.seen.set()
+        return super().write(line)
+
+
+def test_worker_runs_a_job_and_stops_cleanly_in_process(db_url: str, conn: psycopg.Connection) -> None:
+    job = enqueue(conn, type="echo", payload={})
+    out = Watch("] success ")
+    worker = Worker(settings(lease_ms=5000, poll_interval_ms=50), db_url, handlers={"echo": lambda job, ctx: "echoed"},
+                    out=out)
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(worker.run()), daemon=True)  # not the main thread: no signals
+    thread.start()
+    assert out.seen.wait(15), out.getvalue()
+    worker.stop("test over")
+    thread.join(15)
+    assert result == [0]
+    assert db.get_job(conn, job_id=job.id).status == "succeeded"
+    text = out.getvalue()
+    assert "heartbeat a third of the lease, lease 5000ms" in text
+    assert "stopping (test over): no more claims" in text
+    assert "] stopped 1 succeeded, 0 failed, 0 dead, 0 handed back, 0 swept, peak 1/2" in text

@@ -1,0 +1,73 @@
+"""Claiming and dispatch: takes as many jobs as there are free slots, and hands each to an executor.
+
+One round trip per wake-up with WORKER_BATCH_CLAIM (claim_jobs(limit = free slots)), else claim_job
+once per free slot. What a claim asks for is a ClaimRequest, so a new condition of the claim (the
+task types this worker runs, say) is one more field there and one more argument of the wrapper.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import psycopg
+
+from pgqw import db
+from pgqw.worker.database import Run
+from pgqw.worker.log import Log
+from pgqw.worker.slots import Running, Slots
+
+
+@dataclass(frozen=True)
+class ClaimRequest:
+    """What every claim of this worker asks for."""
+
+    worker_id: str
+    queues: Sequence[str] | None = None
+    lease_ms: int | None = None     # None: queue_settings.lease_ms, as the database has it now
+
+    def claim_many(self, conn: psycopg.Connection, limit: int) -> list[db.Job]:
+        return db.claim_jobs(conn, worker_id=self.worker_id, limit=limit, queues=self.queues,
+                             lease_ms=self.lease_ms)
+
+    def claim_one(self, conn: psycopg.Connection) -> db.Job | None:
+        return db.claim_job(conn, worker_id=self.worker_id, queues=self.queues, lease_ms=self.lease_ms)
+
+
+class Claimer:
+    def __init__(
+        self, request: ClaimRequest, slots: Slots, log: Log, run: Run, *, batch: bool,
+        dispatch: Callable[[Running], None], on_lease: Callable[[int], None] = lambda lease_ms: None,
+        stopping: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.request = request
+        self.slots = slots
+        self.log = log
+        self.run = run                  # one try on a pooled connection: the main loop backs off
+        self.batch = batch
+        self.dispatch = dispatch        # hands a started job to an executor
+        self.on_lease = on_lease        # told the lease each claim granted (the heartbeat adapts)
+        self.stopping = stopping
+
+    def claim(self) -> list[Running]:
+        """Claims for the free slots and starts each job. Returns the started jobs. Database errors
+        are raised; jobs claimed before one are started."""
+        started: list[Running] = []
+        if self.batch:
+            free = self.slots.free_count()
+            if free > 0 and not self.stopping():
+                for job in self.run(lambda conn: self.request.claim_many(conn, free)):
+                    started.append(self.start(job))
+            return started
+        while self.slots.free_count() > 0 and not self.stopping():
+            job = self.run(self.request.claim_one)
+            if job is None:
+                break
+            started.append(self.start(job))
+        return started
+
+    def start(self, job: db.Job) -> Running:
+        run, count, peak = self.slots.take(job)
+        self.on_lease(run.lease_ms)
+        self.log("start", f"{run.tag()}  (running {count}/{self.slots.cap}, peak {peak})")
+        self.dispatch(run)
+        return run

@@ -1,0 +1,200 @@
+"""The worker's connections, and the rule for a failed call: a connection error is retried.
+
+Every call is one statement in autocommit mode on a pooled connection (no session state, so
+PgBouncer in transaction mode works with WORKER_LISTEN=0). `call` retries a transient error (lost
+connection, server restarting, too many connections, pool timeout, serialization failure, deadlock)
+with a capped backoff, logging each as `db error`; it never ends the process and never costs a job an
+attempt. Any other error is the caller's at once.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable, TypeVar
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool, PoolClosed
+
+from pgqw import db
+from pgqw.config import Settings
+from pgqw.worker.log import Log, first_line
+
+T = TypeVar("T")
+
+TCP_USER_TIMEOUT_MS = 5000      # unacknowledged data older than this drops the connection (libpq)
+CONNECT_TIMEOUT_S = 5           # a new connection that takes longer fails and is retried
+POOL_TIMEOUT_S = 5.0            # wait for a pooled connection before logging and retrying
+BACKOFF_FIRST_S = 0.1
+BACKOFF_MAX_S = 5.0
+
+Run = Callable[[Callable[[psycopg.Connection], T]], T]  # runs fn(conn) and returns its result
+
+
+class WorkerExiting(Exception):
+    """The process is exiting: stop retrying."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A database error worth retrying on another connection: connection lost, server shutting
+    down or starting, too many connections, pool timeout, serialization failure or deadlock."""
+    if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+        return True
+    state = getattr(exc, "sqlstate", None) or ""
+    return state.startswith(("08", "53", "57P")) or state in ("40001", "40P01")
+
+
+class Backoff:
+    """0.1 s, 0.2 s, 0.4 s … capped at 5 s; reset after a success."""
+
+    def __init__(self, first: float = BACKOFF_FIRST_S, cap: float = BACKOFF_MAX_S) -> None:
+        self.first, self.cap, self.n = first, cap, 0
+
+    def next(self) -> float:
+        delay = min(self.cap, self.first * 2 ** min(self.n, 20))
+        self.n += 1
+        return delay
+
+    def reset(self) -> None:
+        self.n = 0
+
+
+def connect_kwargs(conninfo: str, worker_id: str, role: str, *, listen: bool) -> dict[str, Any]:
+    """psycopg.connect arguments for one of the worker's connections (role: "pool" or "listen")."""
+    kwargs: dict[str, Any] = {
+        "autocommit": True,
+        "application_name": f"pgqw-worker {worker_id} {role}"[:63],
+        # Notice a silently dead TCP peer within ~25 s (ignored on Unix sockets).
+        "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
+    }
+    # Keepalives do not cover a connection with data in flight: a statement sent into a network
+    # partition waits for TCP's backed-off retransmissions (about 25 s, 51 s, 102 s… after it was
+    # sent; tests/acceptance/test_partition.py measured a 24.6 s stall after a 30 s cut). Give up on
+    # unacknowledged data after TCP_USER_TIMEOUT_MS instead, and on a connect after
+    # CONNECT_TIMEOUT_S: the call fails, is logged as a db error and is retried on a new connection.
+    # A value in DATABASE_URL wins.
+    given = conninfo_to_dict(conninfo)
+    if "tcp_user_timeout" not in given:
+        kwargs["tcp_user_timeout"] = TCP_USER_TIMEOUT_MS
+    if "connect_timeout" not in given:
+        kwargs["connect_timeout"] = CONNECT_TIMEOUT_S
+    if not listen:
+        # PgBouncer in transaction mode: no server-side prepared statements either.
+        kwargs["prepare_threshold"] = None
+    return kwargs
+
+
+def route_pool_log(log: Log) -> None:
+    """psycopg_pool warns once per discarded connection; our own `db error` lines already say what
+    happened, so only its errors are shown, in our format."""
+
+    class ToWorkerLog(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            log("db pool", record.getMessage())
+
+    pool_logger = logging.getLogger("psycopg.pool")
+    pool_logger.setLevel(logging.ERROR)
+    pool_logger.propagate = False
+    pool_logger.handlers[:] = [ToWorkerLog()]
+
+
+class Database:
+    """The pool, opened by open() and closed by close(), and the two ways to use it."""
+
+    def __init__(
+        self, conninfo: str, settings: Settings, log: Log, exiting: threading.Event, *,
+        wait: Callable[[float], bool] | None = None, clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.conninfo = conninfo
+        self.settings = settings
+        self.log = log
+        self.exiting = exiting
+        self.wait = wait or exiting.wait  # sleeps between retries; True: the process is exiting
+        self.clock = clock
+        self.pool: ConnectionPool | None = None
+
+    def connect(self, role: str) -> psycopg.Connection:
+        """A connection of its own (the listener's), outside the pool."""
+        return psycopg.connect(self.conninfo, **connect_kwargs(
+            self.conninfo, self.settings.worker_id, role, listen=self.settings.listen))
+
+    def open(self) -> psycopg.Connection | None:
+        """Connects once directly (so an unreachable database fails with its own message), then opens
+        the pool. Returns that first connection, LISTENing, when WORKER_LISTEN is on (the listener's),
+        else None. Raises psycopg errors: startup problems are the caller's to report."""
+        probe = self.connect("listen")
+        try:
+            if self.settings.listen:
+                db.listen(probe)
+            else:
+                probe.close()
+            cap = self.settings.concurrency
+            pool = ConnectionPool(
+                self.conninfo,
+                min_size=min(2, cap + 2),
+                max_size=cap + 3,   # one per executor, plus main loop, heartbeat and recorder
+                open=False,
+                kwargs=connect_kwargs(self.conninfo, self.settings.worker_id, "pool", listen=self.settings.listen),
+                timeout=POOL_TIMEOUT_S,
+                # Give up a background reconnect after 5 s: the next request starts a fresh one at
+                # once, instead of waiting out the pool's own ever-growing backoff.
+                reconnect_timeout=5.0,
+                name=f"pgqw-worker-{self.settings.worker_id}",
+            )
+            pool.open(wait=True, timeout=15)
+            self.pool = pool
+        except BaseException:
+            probe.close()
+            raise
+        return probe if self.settings.listen else None
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close(timeout=2.0)
+
+    def once(self, fn: Callable[[psycopg.Connection], T]) -> T:
+        """fn on a pooled connection, one try: errors are raised (the caller has its own backoff)."""
+        if self.pool is None:
+            raise WorkerExiting()
+        with self.pool.connection(timeout=POOL_TIMEOUT_S) as conn:
+            return fn(conn)
+
+    def call(self, op: str, fn: Callable[[psycopg.Connection], T], *, deadline: float | None = None) -> T:
+        """fn on a pooled connection, retried after a transient error (logged as `db error <op>`)
+        until it returns, the deadline (a clock() time) passes (the last error is raised) or the
+        process exits (WorkerExiting). Any other error is raised at once."""
+        backoff = Backoff()
+        while True:
+            if self.exiting.is_set():
+                raise WorkerExiting()
+            try:
+                return self.once(fn)
+            except PoolClosed:
+                raise WorkerExiting() from None
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                if self.exiting.is_set():
+                    raise WorkerExiting() from exc
+                self.check_pool()
+                delay = backoff.next()
+                if deadline is not None and self.clock() + delay > deadline:
+                    raise
+                self.db_error(op, exc, delay)
+                if self.wait(delay):
+                    raise WorkerExiting() from exc
+
+    def check_pool(self) -> None:
+        """After a connection error, test every idle pooled connection and replace the broken ones,
+        so the retry gets a live connection (a killed backend or a restarted server breaks them all at
+        once). Cheaper than a check on every checkout, which costs a round trip per call and makes
+        psycopg_pool sleep 1 s or more after a failed check."""
+        if self.pool is not None and not self.exiting.is_set():
+            try:
+                self.pool.check()
+            except Exception:
+                pass
+
+    def db_error(self, op: str, exc: BaseException, delay: float) -> None:
+        self.log("db error", f"{op}: {first_line(exc)}; reconnecting in {delay:.1f}s")

@@ -1,0 +1,128 @@
+"""The heartbeat: extends the lease of every job still held before it runs out.
+
+A job's lease is the one its claim granted (lease_expires_at - started_at, measured by the database),
+so without HEARTBEAT_INTERVAL_MS each job is heartbeated every third of its own lease, and each
+heartbeat renews that same lease. A job missing from heartbeat's answer is no longer this worker's
+(its lease expired and a sweep handed it on): it is logged as `lost`, and its result will be refused.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from typing import Callable
+
+from psycopg_pool import PoolClosed
+
+from pgqw import db
+from pgqw.config import Settings
+from pgqw.worker.database import Backoff, Run, WorkerExiting, is_transient
+from pgqw.worker.log import Log
+from pgqw.worker.slots import Running, Slots
+
+
+class Heartbeat:
+    def __init__(
+        self, settings: Settings, slots: Slots, log: Log, run: Run, *,
+        on_db_error: Callable[[str, BaseException, float], None] = lambda op, exc, delay: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.slots = slots
+        self.log = log
+        self.run = run                  # one try on a pooled connection: this loop backs off itself
+        self.on_db_error = on_db_error
+        self.clock = clock
+        self._leases_seen: set[int] = set()
+        self._backoff = Backoff()
+
+    def interval_s(self, run: Running) -> float:
+        """HEARTBEAT_INTERVAL_MS, else a third of the lease the job's claim granted."""
+        ms = self.settings.heartbeat_interval_ms or max(1, run.lease_ms // 3)
+        return ms / 1000.0
+
+    def adopt(self, lease_ms: int) -> None:
+        """A claim granted this lease. The first time a lease comes from queue_settings (no
+        STUCK_JOB_TIMEOUT_MS) it is logged; a heartbeat interval not shorter than it is warned about."""
+        with self.slots.lock:
+            if lease_ms in self._leases_seen:
+                return
+            self._leases_seen.add(lease_ms)
+        every = self.settings.heartbeat_interval_ms or max(1, lease_ms // 3)
+        if self.settings.lease_ms is None:
+            self.log("lease", f"{lease_ms}ms granted by the claim (queue_settings); heartbeat every {every}ms")
+        if every >= lease_ms and self.settings.lease_ms is None:
+            self.warn(every, lease_ms)
+
+    def warn(self, every_ms: int, lease_ms: int) -> None:
+        self.log("warning", f"heartbeat interval {every_ms}ms is not shorter than the lease ({lease_ms}ms): "
+                            "running jobs will be swept and run again")
+
+    def due_in(self) -> float | None:
+        """Seconds until the next job's lease is due to be extended (0 or less: now); None when no job
+        is held. Call with slots.lock held."""
+        now = self.clock()
+        dues = [self._due(r) for r in self.slots.holding() if r.state in ("running", "marking")]
+        return min(dues) - now if dues else None
+
+    def _due(self, run: Running) -> float:
+        if not run.next_beat:
+            run.next_beat = run.started + self.interval_s(run)
+        return run.next_beat
+
+    def beat(self) -> list[Running]:
+        """One heartbeat of every held job (one call per distinct lease, so each keeps its own).
+        Returns the jobs found lost. Database errors are raised."""
+        held = self.slots.held("running", "marking")
+        if not held:
+            return []
+        by_lease: dict[int, list[Running]] = defaultdict(list)
+        for run in held:
+            by_lease[self.settings.lease_ms or run.lease_ms].append(run)
+        kept: set = set()
+        for lease_ms, runs in by_lease.items():
+            leases = self.run(lambda conn: db.heartbeat(
+                conn, worker_id=self.settings.worker_id, job_ids=[r.job.id for r in runs], lease_ms=lease_ms))
+            kept |= {lease.job_id for lease in leases}
+        now = self.clock()
+        lost: list[Running] = []
+        with self.slots.lock:
+            for run in held:
+                run.next_beat = now + self.interval_s(run)
+                # A job being marked may have just finished: only a running one is lost.
+                if run.job.id not in kept and run.state == "running" and not run.lost:
+                    run.lost = True
+                    lost.append(run)
+        for run in lost:
+            self.slots.count("lost")
+            self.log("lost", f"{run.tag()}: no longer held by {self.settings.worker_id} (its lease expired "
+                             "and a sweep handed it on); its result will be ignored")
+        return lost
+
+    def loop(self, exiting: threading.Event) -> None:
+        """Beats when a lease is due; sleeps on the slots' condition, so a new job is seen at once."""
+        retry_at: float | None = None
+        while not exiting.is_set():
+            with self.slots.changed:
+                if exiting.is_set():  # checked under the lock the exiting process pokes, so never missed
+                    return
+                # After a failed heartbeat the leases are overdue: the backoff decides the next try.
+                wait = self.due_in() if retry_at is None else retry_at - self.clock()
+                if wait is None or wait > 0:
+                    self.slots.changed.wait(wait)
+                    continue
+            try:
+                self.beat()
+                self._backoff.reset()
+                retry_at = None
+            except (PoolClosed, WorkerExiting):
+                return
+            except Exception as exc:
+                if exiting.is_set():
+                    return
+                delay = self._backoff.next()
+                retry_at = self.clock() + delay
+                if is_transient(exc):
+                    self.on_db_error("heartbeat", exc, delay)
+                else:
+                    self.log("error", f"heartbeat: {exc!r}")

@@ -1,0 +1,80 @@
+"""The LISTEN wake-up (WORKER_LISTEN): one dedicated autocommit connection that LISTENs on pgqw_jobs
+and wakes the main loop when a job of one of this worker's queues may be ready. enqueue_job,
+release_job, retry_dead and sweep_stuck notify (payload: the queue, or '*' for any queue).
+
+A lost connection is reconnected with the same capped backoff as every other call; after a
+reconnect it wakes the main loop once, in case a notification was missed meanwhile.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Callable, Sequence
+
+import psycopg
+
+from pgqw import db
+from pgqw.worker.database import Backoff
+from pgqw.worker.log import Log
+
+LISTEN_TIMEOUT_S = 1.0  # the listener checks for shutdown this often
+
+
+class Listener:
+    def __init__(
+        self, connect: Callable[[], psycopg.Connection], queues: Sequence[str] | None, wake: threading.Event,
+        log: Log, exiting: threading.Event, *, conn: psycopg.Connection | None = None,
+        on_db_error: Callable[[str, BaseException, float], None] = lambda op, exc, delay: None,
+    ) -> None:
+        self.connect = connect          # a new connection of its own, outside the pool
+        self.queues = set(queues or ())
+        self.wake = wake
+        self.log = log
+        self.exiting = exiting
+        self.conn = conn                # already LISTENing (the worker's first connection), or None
+        self.on_db_error = on_db_error
+        self._backoff = Backoff()
+
+    def wanted(self, payload: str) -> bool:
+        """Does a notification with this payload concern this worker?"""
+        return not self.queues or payload == "*" or payload in self.queues
+
+    def poll(self, timeout: float = LISTEN_TIMEOUT_S, stop_after: int | None = None) -> list[str]:
+        """Connects (and LISTENs) when needed, then takes the notifications that arrive within
+        timeout (or the first stop_after of them); wakes the main loop for a wanted one. Returns their
+        payloads. Errors are raised, with the connection closed."""
+        try:
+            if self.conn is None or self.conn.closed:
+                self.conn = self.connect()
+                db.listen(self.conn)
+                self.log("listen", "reconnected; claiming in case a notification was missed")
+                self.wake.set()
+            seen = []
+            for note in self.conn.notifies(timeout=timeout, stop_after=stop_after):
+                seen.append(note.payload)
+                if self.wanted(note.payload):
+                    self.wake.set()
+            return seen
+        except Exception:
+            self.close()
+            raise
+
+    def loop(self) -> None:
+        while not self.exiting.is_set():
+            try:
+                self.poll()
+                self._backoff.reset()
+            except Exception as exc:
+                if self.exiting.is_set():
+                    break
+                delay = self._backoff.next()
+                self.on_db_error("listen", exc, delay)
+                self.exiting.wait(delay)
+        self.close()
+
+    def close(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except Exception:
+                pass
+            self.conn = None

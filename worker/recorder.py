@@ -1,0 +1,178 @@
+"""Recording results: a success (one, or many with WORKER_BATCH_MARK), a failure, or a refusal.
+
+Each result is a new transaction (the claim committed long before), retried on a connection error
+like every call. The stored function is the judge of what happened: it records the result, answers
+already_recorded when an earlier try of the same call committed but its reply was lost, or refuses a
+result that is no longer this attempt's to give (QL409, or QN404 for a job that is gone). A job's
+slot is freed only once its result is committed or refused, then the result is logged.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Union
+
+import psycopg
+
+from pgqw import db
+from pgqw.config import Settings
+from pgqw.worker.database import Database, WorkerExiting
+from pgqw.worker.log import Log, clock, first_line, short
+from pgqw.worker.slots import Running, Slots
+
+MARK_BATCH_MAX = 500            # most successes one mark_jobs_succeeded records (WORKER_BATCH_MARK)
+NOT_HELD = ("QL409", "QN404")   # the result is not this attempt's to give: ignored, nothing changed
+EARLIER_TRY = "recorded by an earlier try whose reply was lost"
+
+
+@dataclass
+class Succeeded:
+    note: str | None = None
+    recorded: bool = False      # ctx.finish committed the success with the handler's output
+
+
+@dataclass
+class Failed:
+    error: str
+    retryable: bool = True
+
+
+@dataclass
+class Refused:
+    """ctx.finish's commit was refused: the attempt no longer holds the job, its output rolled back."""
+    error: psycopg.Error
+
+
+Outcome = Union[Succeeded, Failed, Refused]
+
+
+class ResultRefused(Exception):
+    """Raised through a handler by ctx.finish when mark_succeeded refused the result."""
+
+    def __init__(self, error: psycopg.Error) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class Recorder:
+    def __init__(self, settings: Settings, slots: Slots, log: Log, database: Database, *, batch: bool) -> None:
+        self.settings = settings
+        self.worker_id = settings.worker_id
+        self.slots = slots
+        self.log = log
+        self.database = database
+        self.batch = batch
+        self.done: queue.Queue[tuple[Running, str | None, float]] = queue.Queue()  # successes to batch
+
+    def record(self, run: Running, outcome: Outcome, elapsed: float) -> None:
+        self.slots.move(run, "marking")
+        if isinstance(outcome, Refused):
+            self.refused(run, outcome.error)
+        elif isinstance(outcome, Failed):
+            self.failure(run, outcome.error, outcome.retryable, elapsed)
+        elif outcome.recorded:
+            self.logged_success(run, outcome.note, elapsed)
+        elif self.batch:
+            self.done.put((run, outcome.note, elapsed))  # drain() records it with others
+        else:
+            self.success(run, outcome.note, elapsed)
+
+    # -------------------------------------------------------------------------------- successes
+
+    def success(self, run: Running, note: str | None, elapsed: float) -> None:
+        job = run.job
+        try:
+            after = self.database.call(f"mark_succeeded {short(job.id)}", lambda conn: db.mark_succeeded(
+                conn, job_id=job.id, worker_id=self.worker_id, attempt=job.attempts))
+        except psycopg.Error as exc:
+            self.refused(run, exc)
+            return
+        self.logged_success(run, note, elapsed, earlier=after.already_recorded)
+
+    def successes(self, batch: list[tuple[Running, str | None, float]]) -> None:
+        """One mark_jobs_succeeded for many. A job missing from its answer is not this attempt's:
+        mark_succeeded alone then gives the reason (and its SQLSTATE) for the log."""
+        try:
+            answered = self.database.call(f"mark_jobs_succeeded ({len(batch)} jobs)", lambda conn: db.mark_jobs_succeeded(
+                conn, worker_id=self.worker_id, done=[(r.job.id, r.job.attempts) for r, _, _ in batch]))
+        except psycopg.Error as exc:
+            self.log("error", f"mark_jobs_succeeded: {exc.sqlstate} {first_line(exc)}; recording one by one")
+            answered = []
+        found = {job.id: job for job in answered}
+        for run, note, elapsed in batch:
+            if run.job.id in found:
+                self.logged_success(run, note, elapsed, earlier=found[run.job.id].already_recorded)
+            else:
+                self.success(run, note, elapsed)
+
+    def drain(self, timeout: float | None) -> int:
+        """Records the successes waiting (up to MARK_BATCH_MAX) with one call, waiting up to timeout
+        for the first. Returns how many it took."""
+        try:
+            batch = [self.done.get(timeout=timeout)]
+        except queue.Empty:
+            return 0
+        while len(batch) < MARK_BATCH_MAX:
+            try:
+                batch.append(self.done.get_nowait())
+            except queue.Empty:
+                break
+        self.successes(batch)
+        return len(batch)
+
+    def loop(self, exiting: threading.Event) -> None:
+        """WORKER_BATCH_MARK: records the successes that finished since its last call. When the queue
+        is quiet that is one job per call, so it adds no wait; under load many commits become one."""
+        try:
+            while self.drain(timeout=0.2) or not exiting.is_set():
+                pass
+        except WorkerExiting:
+            return
+
+    def logged_success(self, run: Running, note: str | None, elapsed: float, *, earlier: bool = False) -> None:
+        self.slots.count("succeeded")
+        count, peak = self.slots.free(run)
+        said = "; ".join(t for t in (note, EARLIER_TRY if earlier else None) if t)
+        self.log("success", f"{run.tag()} in {elapsed:.2f}s{': ' + said if said else ''}"
+                            f"  (running {count}/{self.slots.cap}, peak {peak})")
+
+    # -------------------------------------------------------------------------------- failures
+
+    def failure(self, run: Running, error: str, retryable: bool, elapsed: float) -> None:
+        job, s = run.job, self.settings
+        try:
+            after = self.database.call(f"mark_failed {short(job.id)}", lambda conn: db.mark_failed(
+                conn, job_id=job.id, worker_id=self.worker_id, attempt=job.attempts, error=error,
+                retryable=retryable, base_ms=s.retry_base_delay_ms, max_jitter_ms=s.retry_max_jitter_ms,
+                max_delay_ms=s.retry_max_delay_ms))
+        except psycopg.Error as exc:
+            self.refused(run, exc)
+            return
+        count, peak = self.slots.free(run)
+        tail = f"{' (' + EARLIER_TRY + ')' if after.already_recorded else ''}  (running {count}/{self.slots.cap}, peak {peak})"
+        head = f"{run.tag()} in {elapsed:.2f}s: {error}"
+        if not retryable:
+            self.slots.count("dead")
+            self.log("dead", f"{head} (permanent error, not retried){tail}")
+        elif after.attempts != job.attempts:  # answered already_recorded, and a retry has begun since
+            self.slots.count("failed")
+            self.log("failed", f"{head}; retried since (now attempt {after.attempts}, {after.status}){tail}")
+        elif after.status == "dead":
+            self.slots.count("dead")
+            self.log("failed", f"{head} → dead{tail}")
+        else:
+            self.slots.count("failed")
+            wait = (after.run_at - datetime.now(timezone.utc)).total_seconds()
+            self.log("failed", f"{head}; next run {clock(after.run_at)} (in {max(0.0, wait):.1f}s){tail}")
+
+    def refused(self, run: Running, exc: psycopg.Error) -> None:
+        count, peak = self.slots.free(run)
+        tail = f"  (running {count}/{self.slots.cap}, peak {peak})"
+        if exc.sqlstate in NOT_HELD:
+            self.slots.count("ignored")
+            self.log("ignored late result", f"{run.tag()}: {exc.diag.message_primary or first_line(exc)}{tail}")
+        else:
+            # A bug or an unexpected server error: the lease expires and a sweep recovers the job.
+            self.log("error", f"{run.tag()}: result not recorded: {exc.sqlstate} {first_line(exc)}{tail}")

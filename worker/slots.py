@@ -1,0 +1,111 @@
+"""The jobs this worker holds, one slot each: the concurrency cap, and what every part reads.
+
+A slot is taken when a job is claimed and freed only after its result is committed (or refused), so
+the attempts one worker has open at once never exceed the cap. Each held job moves through states:
+running → marking (its result is being recorded) or → releasing (handed back at shutdown). All
+changes happen under one lock, and `changed` (a Condition on it) wakes whoever waits for one: the
+heartbeat for a new job, the shutdown for the last one to finish.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from pgqw import db
+from pgqw.worker.log import short
+
+
+def granted_lease_ms(job: db.Job) -> int:
+    """The lease the claim granted, as the database measured it (both times are its own)."""
+    assert job.lease_expires_at is not None and job.started_at is not None
+    return max(1, round((job.lease_expires_at - job.started_at).total_seconds() * 1000))
+
+
+@dataclass
+class Running:
+    job: db.Job
+    started: float                  # clock() at claim
+    lease_ms: int                   # granted by the claim; the heartbeat renews the same
+    next_beat: float = 0.0          # clock() time its lease is due to be extended
+    state: str = "running"          # running → marking | releasing
+    lost: bool = False              # a heartbeat found the lease gone: the result will be refused
+    recorded: bool = False          # the handler's ctx.finish committed the success with its output
+
+    def tag(self) -> str:
+        return f"{short(self.job.id)} attempt {self.job.attempts}/{self.job.max_attempts}"
+
+
+class Slots:
+    def __init__(self, cap: int, *, clock: Callable[[], float] = time.monotonic,
+                 on_free: Callable[[], None] = lambda: None) -> None:
+        self.cap = cap
+        self.clock = clock
+        self.on_free = on_free      # a freed slot wakes the main loop to claim again
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        self._held: dict[uuid.UUID, Running] = {}
+        self.peak = 0
+        self.counts: Counter[str] = Counter()
+
+    def take(self, job: db.Job) -> tuple[Running, int, int]:
+        """A claimed job takes a slot: (its Running, jobs held now, peak)."""
+        run = Running(job=job, started=self.clock(), lease_ms=granted_lease_ms(job))
+        with self.changed:
+            self._held[job.id] = run
+            self.peak = max(self.peak, len(self._held))
+            self.changed.notify_all()
+            return run, len(self._held), self.peak
+
+    def free(self, run: Running) -> tuple[int, int]:
+        """The job's result is recorded (or refused): its slot is free. (jobs held now, peak)"""
+        with self.changed:
+            if self._held.get(run.job.id) is run:
+                del self._held[run.job.id]
+                self.changed.notify_all()
+            count, peak = len(self._held), self.peak
+        self.on_free()
+        return count, peak
+
+    def move(self, run: Running, to: str, *, only_from: Iterable[str] = ("running",)) -> bool:
+        """run.state = to, if it is in one of only_from. True when it moved."""
+        with self.lock:
+            if run.state in only_from:
+                run.state = to
+                return True
+            return False
+
+    def free_count(self) -> int:
+        with self.lock:
+            return self.cap - len(self._held)
+
+    def held(self, *states: str) -> list[Running]:
+        with self.lock:
+            return [r for r in self._held.values() if not states or r.state in states]
+
+    def count(self, outcome: str) -> None:
+        with self.lock:
+            self.counts[outcome] += 1
+
+    def wait(self, until: Callable[[], bool], deadline: float | None) -> bool:
+        """Waits (under the lock, so `until` may read the held jobs) until until() is true or the
+        deadline (a clock() time) passes. Returns until()."""
+        with self.changed:
+            while not until():
+                left = None if deadline is None else deadline - self.clock()
+                if left is not None and left <= 0:
+                    return False
+                self.changed.wait(left)
+            return True
+
+    def holding(self) -> list[Running]:
+        """The held jobs, for a caller that already holds the lock (inside wait's `until`)."""
+        return list(self._held.values())
+
+    def poke(self) -> None:
+        """Wakes every waiter (the process is exiting)."""
+        with self.changed:
+            self.changed.notify_all()
