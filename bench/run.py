@@ -4,8 +4,8 @@
                                    # docs/images/bench-drain.png and docs/evidence/bench-results.txt
     pgqw bench --quick             # smoke run (~1 min): prints the table, writes nothing under docs/
     pgqw bench --only raw,drain    # some sections (the raw ceiling is always measured first)
-    python -m bench.run --dsn postgresql://postgres@127.0.0.1:5432/postgres --label after
-    python -m bench.run --render docs/evidence/bench-results.txt   # docs again from a run, e.g. after
+    pgqw bench --dsn postgresql://postgres@127.0.0.1:5432/postgres --label after
+    pgqw bench --render docs/evidence/bench-results.txt   # docs again from a run, e.g. after
                                                                     # editing the notes in benchmarks.md
 
 The server: --dsn, else BENCH_DATABASE_URL, else the local PostgreSQL on 127.0.0.1:5432 (user

@@ -1,6 +1,8 @@
 """Thin wrappers over the stored functions: one Python function per SQL function, same name.
 
-The app, the worker and the CLI call these and nothing else; no other module holds SQL.
+The app, the worker, the CLI and the client call these and nothing else: apart from the migration
+runner's ledger (pgqw/migrate.py), no other module of the installed package holds SQL. The lab's own
+read-only checks live with the lab (tests/lab/queries.py).
 Each takes an open psycopg connection first, so a caller can group calls in one transaction,
 and keyword arguments after it. Results are typed with dataclasses through class_row.
 """

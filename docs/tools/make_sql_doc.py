@@ -157,9 +157,12 @@ Functions, their arguments and the state change each makes:
 | `backoff_delay(attempt, base_ms, max_jitter_ms, max_delay_ms, jitter)` | none | QV400 |
 | `queue_stats()`, `report_timeline(job_id)`, `report_concurrency(prefix)`, `report_double_runs(prefix)`, `report_latest_jobs(limit)` | none (reads) | QV400, QN404 |
 
-Each file in `db/functions/` opens with a comment giving the same facts, and who may call it: the
-functions that change state run as the queue's owner (`security definer`), and each of the roles
-`pgqw_api`, `pgqw_worker` and `pgqw_admin` may call only its own (the last step below).
+Each file in `db/functions/` opens with a comment giving the same facts. What is true of them all is
+said once in `db/security/grants.sql`: the functions that change state run as the queue's owner
+(`security definer`), and each of the roles `pgqw_api`, `pgqw_worker` and `pgqw_admin` may call only
+its own (the last step below). `mark_succeeded`, `mark_failed`, `release_job` and
+`mark_jobs_succeeded` also return `already_recorded`: true when the same call for the same attempt
+had committed before (its reply was lost), and nothing changed.
 """
 
 

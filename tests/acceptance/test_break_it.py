@@ -1,6 +1,6 @@
 """The five break-it tests, plus the idempotent work and every status at once, with real API and
 worker processes against a real Postgres. Latencies are shortened through the workers' settings
-(pgqw.scenarios.FAST); `pgqw evidence` runs the same scenarios with the demo's settings."""
+(tests.lab.scenarios.FAST); `pgqw evidence` runs the same scenarios with the demo's settings."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""A real network partition (issue 7): a worker in its own network namespace, wired to the host by
+"""A real network partition: a worker in its own network namespace, wired to the host by
 veth pairs through a switch (a bridge in a second namespace), reaches PostgreSQL on the host end's
 address; a second worker on the host uses 127.0.0.1. The first claims jobs, then its link is cut
 mid-job. Its leases run out, the host worker sweeps the jobs and finishes them; when the

@@ -99,7 +99,7 @@ class OwnedCluster:
         conf += [f"listen_addresses = '{','.join(self.listen)}'", f"port = {self.port}",
                  f"unix_socket_directories = '{self.base}'"]
         with open(self.data / "postgresql.conf", "a") as f:
-            f.write("\n# pgqw.cluster\n" + "\n".join(conf) + "\n")
+            f.write("\n# tests.lab.cluster\n" + "\n".join(conf) + "\n")
         with open(self.data / "pg_hba.conf", "a") as f:
             f.write("host all all 0.0.0.0/0 trust\nhost all all ::/0 trust\n")
 

@@ -8,7 +8,7 @@ progress, injects faults:
   kill       SIGKILL of a random worker; it is started again, under a new id, after a pause
   terminate  pg_terminate_backend of a random connection of a worker (found by application_name)
   restart    a full restart of the PostgreSQL server (stop fast or immediate, down for a pause, start),
-             only when the soak owns the server: the one it starts itself (pgqw.cluster) when
+             only when the soak owns the server: the one it starts itself (tests.lab.cluster) when
              neither --database-url nor DATABASE_URL is given. A server it does not own is never
              restarted. Workers are not touched after a restart: they must come back by themselves.
 
@@ -259,7 +259,7 @@ class Soak:
         self.seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 1_000_000)
         self.rng = random.Random(self.seed)
         self.t0 = time.monotonic()
-        self.cluster: Any = None          # pgqw.cluster.OwnedCluster when the soak owns the server
+        self.cluster: Any = None          # tests.lab.cluster.OwnedCluster when the soak owns the server
         self.server_url = ""              # a superuser DSN of the server (maintenance database)
         self.url = ""                     # the soak's own database
         self.dbname = f"pgqw_soak_{datetime.now(timezone.utc):%Y%m%d_%H%M%S}_{uuid.uuid4().hex[:6]}"
@@ -558,7 +558,7 @@ class Soak:
         self.out(f"# command: {a.invocation}")
         self.out(f"# code: {_code_version()}")
         self.out(f"# server: PostgreSQL {self.server_version}, "
-                 + (f"owned by this soak (pgqw.cluster on port {self.cluster.port}, data in {self.cluster.data}), "
+                 + (f"owned by this soak (tests.lab.cluster on port {self.cluster.port}, data in {self.cluster.data}), "
                     "so it may restart it" if owned else f"{_redacted(self.server_url)}, NOT owned by this soak: "
                     "it is never restarted"))
         self.out(f"# database {self.dbname}; worker logs in {self.log_dir}/")
