@@ -83,6 +83,18 @@ def _copy_sql(tmp_path: Path) -> Path:
     return target
 
 
+@pytest.mark.parametrize("emptied", ["migrations", "functions"])
+def test_migrate_with_no_sql_found_refuses_and_makes_nothing(empty_db_url: str, tmp_path: Path, emptied: str) -> None:
+    """A package or folder without its SQL must not report success over a half-made schema."""
+    sql_dir = _copy_sql(tmp_path)
+    for path in (sql_dir / emptied).glob("*.sql"):
+        path.unlink()
+    with pytest.raises(MigrationError, match=f"no .* found in .*{emptied}"):
+        migrate(empty_db_url, sql_dir=sql_dir)
+    with psycopg.connect(empty_db_url) as conn:
+        assert conn.execute("select count(*) from pg_tables where schemaname = 'public'").fetchone() == (0,)
+
+
 def test_migrate_failing_file_leaves_database_as_it_was(empty_db_url: str, tmp_path: Path) -> None:
     sql_dir = _copy_sql(tmp_path)
     migrate(empty_db_url, sql_dir=sql_dir)
