@@ -4,17 +4,24 @@ Every response is {"data": ...} or, through app.errors, {"error": {"code", "mess
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
+import threading
+import time
 import uuid
-from typing import Any, Callable
+from datetime import datetime, timedelta, timezone
+from typing import Annotated, Any
+
+import jsonschema
 
 from flask import Blueprint, Response, current_app, jsonify, request, url_for
 from psycopg_pool import ConnectionPool
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
 from pgqw import db
-from pgqw.listing import FieldError, validate_listing
 
 from . import POOL_KEY
 from .errors import ApiError
@@ -23,9 +30,6 @@ from .serialize import BadCursor, attempt_json, decode_cursor, encode_cursor, jo
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
-# Each job type and the check of its payload (a list of {field, problem}; empty means valid).
-PAYLOAD_VALIDATORS: dict[str, Callable[[Any], list[FieldError]]] = {"listing_flyer": validate_listing}
-JOB_TYPES = tuple(PAYLOAD_VALIDATORS)
 STATUSES = db.STATUSES
 IDEMPOTENCY_KEY_MAX = 255
 # The rule of the jobs_idempotency_key_charset constraint (db/migrations/0002), checked here first
@@ -35,7 +39,15 @@ QUEUE_MAX = 100
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1  # the range of jobs.priority (integer)
 LIMIT_DEFAULT, LIMIT_MAX = 20, 100
 CURSOR_MAX = 200
-BODY_FIELDS = ("type", "payload", "queue", "priority")
+DELAY_MAX_MS = 366 * 24 * 3600 * 1000  # a year
+MAX_ATTEMPTS_MAX = 1000
+# run_at in UTC: a year inside what Python's datetime holds, so the time reads back in any session
+# time zone (psycopg cannot load a year 0 or 10000); earlier than the epoch means "now" anyway.
+RUN_AT_MIN = datetime(1970, 1, 1, tzinfo=timezone.utc)
+RUN_AT_MAX = datetime(9999, 1, 1, tzinfo=timezone.utc)
+# Nesting of a request body: psycopg and jsonify encode JSON recursively, so a body nested close to
+# the interpreter's recursion limit would parse and then fail to be stored (a 500, not a 4xx).
+JSON_DEPTH_MAX = 100
 
 
 def pool() -> ConnectionPool:
@@ -121,12 +133,27 @@ def _read_body() -> bytes:
     return b"".join(chunks)
 
 
+def _depth(value: Any) -> int:
+    """How deeply arrays and objects nest in a parsed JSON value (a scalar: 0), without recursion."""
+    deepest, level = 0, [(value, 1)]
+    while level:
+        node, depth = level.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is not None:
+            deepest = max(deepest, depth)
+            level.extend((child, depth + 1) for child in children)
+    return deepest
+
+
 def _read_json_body() -> Any:
     raw = _read_body()
     try:
-        return json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        body = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ApiError(400, "invalid_json", f"the body is not valid JSON: {str(exc)[:200]}") from None
+    if _depth(body) > JSON_DEPTH_MAX:
+        raise ApiError(400, "invalid_json", f"the body nests arrays and objects more than {JSON_DEPTH_MAX} levels deep")
+    return body
 
 
 def _idempotency_key() -> str:
@@ -144,60 +171,211 @@ def _idempotency_key() -> str:
     return key
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+class JobRequest(BaseModel):
+    """The body of POST /api/jobs. Its JSON Schema is the request body of the OpenAPI document
+    (with the payload of each registered task type)."""
+
+    model_config = ConfigDict(extra="forbid", title="CreateJob")
+
+    type: Annotated[str, Field(strict=True, min_length=1, max_length=100, description="a registered task type")]
+    payload: Annotated[dict[str, Any], Field(strict=True, description="checked against the type's payload schema")]
+    queue: Annotated[str | None, Field(strict=True, min_length=1, max_length=QUEUE_MAX, pattern=r"\S",
+                                       description="default: the task type's queue")] = None
+    priority: Annotated[int | None, Field(strict=True, ge=PRIORITY_MIN, le=PRIORITY_MAX,
+                                          description="higher runs first; default: the task type's")] = None
+    run_at: Annotated[AwareDatetime | None, Field(description="when the job may start (ISO 8601 with an offset), "
+                                                           "from 1970 to 9999 (UTC)")] = None
+    delay_ms: Annotated[int | None, Field(strict=True, ge=0, le=DELAY_MAX_MS,
+                                          description="start no sooner than this many ms from now")] = None
+    max_attempts: Annotated[int | None, Field(strict=True, ge=1, le=MAX_ATTEMPTS_MAX,
+                                              description="default: the task type's")] = None
+
+    @field_validator("run_at")
+    @classmethod
+    def _run_at_in_range(cls, value: datetime | None) -> datetime | None:
+        if value is not None and not RUN_AT_MIN <= value <= RUN_AT_MAX:
+            raise ValueError(f"must be between {RUN_AT_MIN:%Y-%m-%dT%H:%M:%SZ} and {RUN_AT_MAX:%Y-%m-%dT%H:%M:%SZ}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_time(self) -> "JobRequest":
+        if self.run_at is not None and self.delay_ms is not None:
+            raise ValueError("give run_at or delay_ms, not both")
+        return self
 
 
-def _check_job_request(body: Any) -> tuple[str, dict[str, Any], str, int]:
-    """(type, payload, queue, priority) of a valid body; else 422 naming every bad field."""
+_JSON_KINDS = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false",
+               "object": "a JSON object", "array": "a JSON array", "null": "null"}
+
+
+def _pydantic_problem(e: Any) -> str:
+    kind, ctx = e.get("type", ""), e.get("ctx") or {}
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "is required"
+    if kind == "string_type":
+        return "must be a string"
+    if kind.startswith("int_"):
+        return "must be an integer"
+    if kind == "dict_type":
+        return "must be a JSON object"
+    if kind in ("string_too_short", "string_pattern_mismatch") and (ctx.get("min_length") == 1
+                                                                    or ctx.get("pattern") == r"\S"):
+        return "must not be blank"
+    if kind == "string_too_long":
+        return f"must be at most {ctx.get('max_length')} characters"
+    if kind == "greater_than_equal":
+        return f"must be at least {ctx.get('ge')}"
+    if kind == "less_than_equal":
+        return f"must be at most {ctx.get('le')}"
+    if kind.startswith(("datetime_", "timezone_")):
+        return "must be a date and time with a time zone (ISO 8601, e.g. 2030-01-01T09:00:00Z)"
+    return str(e.get("msg", "is not valid")).removeprefix("Value error, ")
+
+
+def _pydantic_errors(exc: ValidationError) -> list[dict[str, str]]:
+    return [{"field": ".".join(str(p) for p in e.get("loc", ())) or "body", "problem": _pydantic_problem(e)}
+            for e in exc.errors(include_url=False)]
+
+
+def _schema_problem(e: Any) -> str:
+    """A JSON Schema error in the words the rest of the API uses."""
+    v, value = e.validator, e.validator_value
+    if v == "type":
+        kinds = value if isinstance(value, list) else [value]
+        return "must be " + " or ".join(_JSON_KINDS.get(k, k) for k in kinds)
+    if v == "enum":
+        return "must be one of " + ", ".join(str(x) for x in value)
+    if v == "const":
+        return f"must be {value!r}"
+    if v == "minimum":
+        return "must not be negative" if value == 0 else f"must be at least {value}"
+    if v == "maximum":
+        return f"must be at most {value}"
+    if v == "minLength":
+        return "must not be blank" if value == 1 else f"must be at least {value} characters"
+    if v == "maxLength":
+        return f"must be at most {value} characters"
+    if v == "pattern":
+        return "must not be blank" if value == r"\S" else f"must match the pattern {value}"
+    if v == "format":
+        return f"must be a valid {value}"  # jsonschema's own message repeats the value back
+    return e.message
+
+
+def _schema_errors(schema: dict[str, Any], payload: dict[str, Any]) -> list[dict[str, str]]:
+    """Every field of the payload that breaks its type's JSON Schema, once each, under payload."""
+    errors: dict[str, str] = {}
+    for e in sorted(_validator(json.dumps(schema, sort_keys=True)).iter_errors(payload),
+                    key=lambda e: [str(p) for p in e.absolute_path]):
+        path = ".".join(["payload", *(str(p) for p in e.absolute_path)])
+        if e.validator == "required" and isinstance(e.instance, dict):
+            for m in e.validator_value:
+                if m not in e.instance:
+                    errors.setdefault(f"{path}.{m}", "is required")
+        elif e.validator == "additionalProperties" and isinstance(e.instance, dict):
+            known = set(e.schema.get("properties", {}))
+            for k in sorted(str(k) for k in e.instance if k not in known):
+                errors.setdefault(f"{path}.{k}", "unknown field")
+        else:
+            errors.setdefault(path, _schema_problem(e))
+    # Fields in the model's order: jsonb keeps the order of the required list, not of properties.
+    names = list(schema.get("required", [])) + sorted(set(schema.get("properties", {})) - set(schema.get("required", [])))
+    order = {name: n for n, name in enumerate(names)}
+
+    def position(field: str) -> tuple[int, str]:
+        top = field.split(".")[1] if "." in field else ""
+        return order.get(top, len(order)), field
+
+    return [{"field": f, "problem": errors[f]} for f in sorted(errors, key=position)]
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: str) -> Any:
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def _check_job_request(body: Any) -> tuple[JobRequest, db.TaskType]:
+    """The valid request and its task type; else 422 naming every bad field."""
     if not isinstance(body, dict):
         raise ApiError(422, "validation_failed", "the body must be a JSON object",
                        [{"field": "body", "problem": "must be a JSON object"}])
     errors: list[dict[str, str]] = []
+    request_ok: JobRequest | None = None
+    try:
+        request_ok = JobRequest.model_validate(body)
+    except ValidationError as exc:
+        errors = _pydantic_errors(exc)
+    task_type = None
     job_type = body.get("type")
-    validator = PAYLOAD_VALIDATORS.get(job_type) if isinstance(job_type, str) else None
-    if "type" not in body:
-        errors.append({"field": "type", "problem": "is required"})
-    elif validator is None:
-        errors.append({"field": "type", "problem": "must be one of " + ", ".join(JOB_TYPES)})
-
-    if "payload" not in body:
-        errors.append({"field": "payload", "problem": "is required"})
-    elif validator is not None:
-        payload = body["payload"]
-        for e in validator(payload):
-            field = e["field"] if e["field"] == "payload" else f"payload.{e['field']}"
-            errors.append({"field": field, "problem": e["problem"]})
-        if isinstance(payload, dict):
-            named = {e["field"] for e in errors}
-            for name, value in payload.items():
-                problem = _bad_text(name) or _bad_text(value)
-                if problem and f"payload.{name}" not in named:
-                    errors.append({"field": f"payload.{name}", "problem": problem})
-
-    queue = body.get("queue", "default")
-    if not isinstance(queue, str):
-        errors.append({"field": "queue", "problem": "must be a string"})
-    elif not queue.strip():
-        errors.append({"field": "queue", "problem": "must not be blank"})
-    elif len(queue) > QUEUE_MAX:
-        errors.append({"field": "queue", "problem": f"must be at most {QUEUE_MAX} characters"})
-    elif _bad_text(queue):
+    if isinstance(job_type, str) and not any(e["field"] == "type" for e in errors):
+        task_type = task_types().get(job_type)
+        if task_type is None:
+            known = ", ".join(task_types().names()) or "none is registered yet (start a worker)"
+            errors.append({"field": "type", "problem": f"must be a registered task type: {known}"})
+    payload = body.get("payload")
+    if task_type is not None and isinstance(payload, dict):
+        errors.extend(_schema_errors(task_type.payload_schema, payload))
+    if isinstance(payload, dict):
+        named = {e["field"] for e in errors}
+        for name, value in payload.items():
+            problem = _bad_text(name) or _bad_text(value)
+            if problem and f"payload.{name}" not in named:
+                errors.append({"field": f"payload.{name}", "problem": problem})
+    queue = body.get("queue")
+    if isinstance(queue, str) and _bad_text(queue):
         errors.append({"field": "queue", "problem": _bad_text(queue) or ""})
-
-    priority = body.get("priority", 0)
-    if not _is_int(priority):
-        errors.append({"field": "priority", "problem": "must be an integer"})
-    elif not PRIORITY_MIN <= priority <= PRIORITY_MAX:
-        errors.append({"field": "priority", "problem": f"must be between {PRIORITY_MIN} and {PRIORITY_MAX}"})
-
-    for name in sorted(str(k) for k in body if k not in BODY_FIELDS):
-        errors.append({"field": name, "problem": "unknown field"})
-    if errors:
+    if errors or request_ok is None or task_type is None:
         raise ApiError(422, "validation_failed",
                        "the job is not valid: " + "; ".join(f"{e['field']} {e['problem']}" for e in errors),
                        errors)
-    return job_type, body["payload"], queue, priority
+    return request_ok, task_type
+
+
+def task_type_json(t: db.TaskType) -> dict[str, Any]:
+    return {"name": t.name, "description": t.description, "queue": t.queue, "priority": t.priority,
+            "maxAttempts": t.max_attempts, "backoffBaseMs": t.backoff_base_ms,
+            "backoffMaxDelayMs": t.backoff_max_delay_ms, "backoffMaxJitterMs": t.backoff_max_jitter_ms,
+            "leaseMs": t.lease_ms, "payloadSchema": t.payload_schema}
+
+
+class TaskTypes:
+    """The registered task types, read from the database and kept for a few seconds: a request for a
+    type not yet seen reads them again at once, so a newly registered type is never refused."""
+
+    TTL_S = 5.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._types: dict[str, db.TaskType] = {}
+        self._read_at = -1e9
+
+    def _refresh(self) -> None:
+        with pool().connection() as conn:
+            found = db.get_task_types(conn)
+        with self._lock:
+            self._types = {t.name: t for t in found}
+            self._read_at = time.monotonic()
+
+    def get(self, name: str) -> db.TaskType | None:
+        if time.monotonic() - self._read_at > self.TTL_S or name not in self._types:
+            self._refresh()
+        return self._types.get(name)
+
+    def all(self) -> list[db.TaskType]:
+        if time.monotonic() - self._read_at > self.TTL_S:
+            self._refresh()
+        return sorted(self._types.values(), key=lambda t: t.name)
+
+    def names(self) -> list[str]:
+        return [t.name for t in self.all()]
+
+
+def task_types() -> TaskTypes:
+    return current_app.extensions.setdefault("pgqw.task_types", TaskTypes())
 
 
 @bp.post("/jobs")
@@ -205,13 +383,24 @@ def create_job() -> Response:
     """One insert: 202 with a new job, 200 with the job this key already made."""
     _require_json_body()
     key = _idempotency_key()
-    job_type, payload, queue, priority = _check_job_request(_read_json_body())
+    req, task_type = _check_job_request(_read_json_body())
     with pool().connection() as conn:
-        job = db.enqueue_job(conn, type=job_type, payload=payload, idempotency_key=key,
-                             queue=queue, priority=priority, max_attempts=current_app.config["MAX_ATTEMPTS"])
+        job = db.enqueue_job(
+            conn, type=task_type.name, payload=req.payload, idempotency_key=key, queue=req.queue,
+            priority=req.priority, run_at=req.run_at,
+            delay=timedelta(milliseconds=req.delay_ms) if req.delay_ms is not None else None,
+            max_attempts=req.max_attempts if req.max_attempts is not None else current_app.config["MAX_ATTEMPTS"])
     response = ok(job_json(job), 202 if job.created else 200)
     response.headers["Location"] = url_for("api.get_job", job_id=job.id)
     return response
+
+
+@bp.get("/task-types")
+def list_task_types() -> Response:
+    """Every registered task type: its payload schema and its effective settings."""
+    with pool().connection() as conn:
+        found = db.get_task_types(conn)
+    return ok([task_type_json(t) for t in found])
 
 
 @bp.get("/jobs/<job_id>")
@@ -295,20 +484,49 @@ def retry_job(job_id: str) -> Response:
     return response
 
 
-@bp.get("/jobs/<job_id>/flyer")
-def get_flyer(job_id: str) -> Response:
-    """The PDF once the job has succeeded; 404 before (and for an unknown job)."""
-    jid = _job_id(job_id)
+def _result_of(jid: uuid.UUID) -> tuple[db.Job, db.Result | None]:
     with pool().connection() as conn:
         job = db.get_job(conn, job_id=jid)
         if job is None:
             raise _not_found(jid)
-        pdf = db.get_flyer(conn, job_id=jid) if job.status == "succeeded" else None
-    if pdf is None:
+        return job, (db.get_result(conn, job_id=jid) if job.status == "succeeded" else None)
+
+
+@bp.get("/jobs/<job_id>/result")
+def get_result(job_id: str) -> Response:
+    """The job's result once it has succeeded: {"data": value} for a JSON result, else the file with
+    its content type. 404 result_not_ready before; 404 no_result for a success without one."""
+    jid = _job_id(job_id)
+    job, result = _result_of(jid)
+    if job.status != "succeeded":
+        raise ApiError(404, "result_not_ready",
+                       f"job {jid} is {job.status}; its result is served once the job has succeeded",
+                       {"status": job.status})
+    if result is None:
+        raise ApiError(404, "no_result", f"job {jid} succeeded without a result", {"status": job.status})
+    if result.data is None:
+        return ok(result.value)
+    # content_type, not mimetype: Flask would add "; charset=utf-8" to a text/* type the worker chose.
+    response = Response(bytes(result.data), content_type=result.content_type)
+    response.headers["Cache-Control"] = "private, max-age=3600"
+    if result.content_type.split(";")[0].lower() != "application/pdf":
+        # A file may hold what a payload put in it (HTML, SVG): from the origin where the page keeps its
+        # token it must run nothing. (Browsers do not show a PDF under a sandbox, and their viewers run
+        # none of its scripts on the origin.)
+        response.headers["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    return response
+
+
+@bp.get("/jobs/<job_id>/flyer")
+def get_flyer(job_id: str) -> Response:
+    """The demo's PDF (the result of a listing_flyer job) once the job has succeeded; 404 before."""
+    jid = _job_id(job_id)
+    job, result = _result_of(jid)
+    if result is None or result.data is None or result.content_type != "application/pdf":
         raise ApiError(404, "flyer_not_ready",
                        f"job {jid} is {job.status}; its flyer is served once the job has succeeded",
                        {"status": job.status})
-    response = Response(pdf, mimetype="application/pdf")
+    response = Response(bytes(result.data), mimetype="application/pdf")
     response.headers["Content-Disposition"] = f'inline; filename="flyer-{jid}.pdf"'
     response.headers["Cache-Control"] = "private, max-age=3600"
     return response
@@ -318,4 +536,5 @@ def get_flyer(job_id: str) -> Response:
 def openapi() -> Response:
     from . import auth
 
-    return jsonify(document(auth_required=auth.enabled(current_app)))
+    return jsonify(document(auth_required=auth.enabled(current_app),
+                            task_types=[(t.name, t.payload_schema, t.description) for t in task_types().all()]))

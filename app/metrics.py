@@ -35,6 +35,10 @@ class QueueStatsCollector:
         events = CounterMetricFamily("pgqw_worker_events",
                                      "What workers did, from job_attempts: claimed, succeeded, failed, "
                                      "swept (lease expired) and handed_back.", labels=["event"])
+        stranded = GaugeMetricFamily("pgqw_jobs_waiting_without_worker",
+                                     "Ready jobs no live worker can take (no live worker registered their type "
+                                     "for their queue), by queue and type.", labels=["queue", "type"])
+        alive = GaugeMetricFamily("pgqw_workers_alive", "Workers whose registration has not expired.")
         for s in self.stats:
             if s.metric == "jobs":
                 jobs.add_metric([s.queue or "", s.label or ""], s.value)
@@ -44,7 +48,11 @@ class QueueStatsCollector:
                 attempts.add_metric([s.label or ""], s.value)
             elif s.metric == "worker_events":
                 events.add_metric([s.label or ""], s.value)
-        return [jobs, age, attempts, events]
+            elif s.metric == "waiting_without_worker":
+                stranded.add_metric([s.queue or "", s.label or ""], s.value)
+            elif s.metric == "workers_alive":
+                alive.add_metric([], s.value)
+        return [jobs, age, attempts, events, stranded, alive]
 
 
 @bp.get("/metrics")

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import copy
+import re
+
 from pgqw import db
-from pgqw.listing import ADDRESS_MAX, BEDROOMS_MAX, CURRENCIES, MAX_PRICE_MINOR, TITLE_MAX
 
 STATUSES = list(db.STATUSES)
 
@@ -47,36 +49,6 @@ _TIME = {"type": "string", "format": "date-time", "description": "ISO 8601, UTC,
 _TIME_OR_NULL = {"type": ["string", "null"], "format": "date-time"}
 
 SCHEMAS: dict[str, Any] = {
-    "Listing": {
-        "type": "object",
-        "description": "payload of a listing_flyer job",
-        "required": ["title", "priceMinor", "currency", "address", "bedrooms"],
-        "additionalProperties": False,
-        "properties": {
-            "title": {"type": "string", "minLength": 1, "maxLength": TITLE_MAX},
-            "priceMinor": {"type": "integer", "minimum": 0, "maximum": MAX_PRICE_MINOR,
-                           "description": "price in minor units (kobo, cents)"},
-            "currency": {"type": "string", "enum": sorted(CURRENCIES)},
-            "address": {"type": "string", "minLength": 1, "maxLength": ADDRESS_MAX},
-            "bedrooms": {"type": "integer", "minimum": 0, "maximum": BEDROOMS_MAX},
-        },
-        "example": {
-            "title": "3-bedroom apartment in Yaba", "priceMinor": 270000000, "currency": "NGN",
-            "address": "12 Herbert Macaulay Way, Yaba, Lagos", "bedrooms": 3,
-        },
-    },
-    "CreateJob": {
-        "type": "object",
-        "required": ["type", "payload"],
-        "additionalProperties": False,
-        "properties": {
-            "type": {"type": "string", "enum": ["listing_flyer"]},
-            "payload": _ref("Listing"),
-            "queue": {"type": "string", "minLength": 1, "maxLength": 100, "default": "default"},
-            "priority": {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1, "default": 0,
-                         "description": "higher runs first"},
-        },
-    },
     "Job": {
         "type": "object",
         "additionalProperties": False,
@@ -99,7 +71,7 @@ SCHEMAS: dict[str, Any] = {
             "finishedAt": {**_TIME_OR_NULL, "description": "set when succeeded or dead"},
             "lockedBy": {"type": ["string", "null"], "description": "the worker holding it while processing"},
             "payload": {"type": "object"},
-            "resultUrl": {"type": ["string", "null"], "description": "the flyer's URL once succeeded"},
+            "resultUrl": {"type": ["string", "null"], "description": "the result's URL once succeeded"},
         },
     },
     "Attempt": {
@@ -136,6 +108,24 @@ SCHEMAS: dict[str, Any] = {
             "total": {"type": "integer", "minimum": 0},
         },
     },
+    "TaskType": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["name", "description", "queue", "priority", "maxAttempts", "backoffBaseMs",
+                     "backoffMaxDelayMs", "backoffMaxJitterMs", "leaseMs", "payloadSchema"],
+        "properties": {
+            "name": {"type": "string"},
+            "description": {"type": ["string", "null"]},
+            "queue": {"type": "string"},
+            "priority": {"type": "integer"},
+            "maxAttempts": {"type": "integer", "minimum": 1},
+            "backoffBaseMs": {"type": "integer", "minimum": 0},
+            "backoffMaxDelayMs": {"type": "integer", "minimum": 0},
+            "backoffMaxJitterMs": {"type": "integer", "minimum": 0},
+            "leaseMs": {"type": "integer", "minimum": 1},
+            "payloadSchema": {"type": "object", "description": "JSON Schema of the payload"},
+        },
+    },
     "FieldError": {
         "type": "object",
         "required": ["field", "problem"],
@@ -166,7 +156,9 @@ OPENAPI: dict[str, Any] = {
     "info": {
         "title": "pg-queue-worker API",
         "version": "1",
-        "description": "Enqueue listing_flyer jobs, follow them, retry dead ones and fetch the PDF. "
+        "description": "Enqueue jobs of any registered task type, follow them, retry dead ones and fetch "
+                       "their results. The request body of POST /api/jobs is made from the payload schemas "
+                       "in the task_types table. "
                        "Every response is {\"data\": ...} or {\"error\": {\"code\", \"message\", \"details\"?}}.",
     },
     "paths": {
@@ -260,6 +252,33 @@ OPENAPI: dict[str, Any] = {
                 },
             },
         },
+        "/api/jobs/{id}/result": {
+            "get": {
+                "operationId": "getResult",
+                "summary": "The job's result, once the job has succeeded",
+                "parameters": [_JOB_ID],
+                "responses": {
+                    "200": {
+                        "description": "a JSON result as {\"data\": value}, or a file with its own content type",
+                        "content": {"application/json": {"schema": {
+                                        "type": "object", "required": ["data"], "additionalProperties": False,
+                                        "properties": {"data": {}}}},
+                                    "*/*": {"schema": {"type": "string", "format": "binary"}}},
+                    },
+                    "404": _error("no such job; not succeeded yet (result_not_ready); succeeded without a "
+                                  "result (no_result)"),
+                    "503": _UNAVAILABLE,
+                },
+            },
+        },
+        "/api/task-types": {
+            "get": {
+                "operationId": "listTaskTypes",
+                "summary": "The registered task types: payload schema and effective settings",
+                "responses": {"200": _data({"type": "array", "items": _ref("TaskType")}, "the task types"),
+                              "503": _UNAVAILABLE},
+            },
+        },
         "/api/stats": {
             "get": {
                 "operationId": "getStats",
@@ -299,8 +318,73 @@ for _item in OPENAPI["paths"].values():
             _op["responses"].setdefault(_status, _response)
 
 
-def document(*, auth_required: bool) -> dict[str, Any]:
-    """The document as served: with a bearer-token security requirement when the server asks for one."""
-    if not auth_required:
-        return OPENAPI
-    return {**OPENAPI, "security": [{"bearerAuth": []}]}
+_COMPONENT = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def _component_name(task_name: str, taken: set[str]) -> str:
+    """Payload.<name>, the characters a component name may not hold made _, and numbered when another
+    type's name came out the same (send email beside send_email: Payload.send_email_2)."""
+    base = "Payload." + _COMPONENT.sub("_", task_name)
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}_{n}"
+    taken.add(name)
+    return name
+
+
+def _hoist(schema: dict[str, Any], prefix: str, into: dict[str, Any]) -> dict[str, Any]:
+    """The schema with its $defs moved to components (named prefix.Def) and its refs rewritten."""
+    schema = copy.deepcopy(schema)
+    defs = schema.pop("$defs", {})
+
+    def rewrite(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                node = {**node, "$ref": f"#/components/schemas/{prefix}.{_COMPONENT.sub('_', ref[8:])}"}
+            return {k: rewrite(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [rewrite(v) for v in node]
+        return node
+
+    for name, sub in defs.items():
+        into[f"{prefix}.{_COMPONENT.sub('_', name)}"] = rewrite(sub)
+    return rewrite(schema)
+
+
+def create_job_schemas(task_types: list[tuple[str, dict[str, Any], str | None]]) -> dict[str, Any]:
+    """CreateJob (from the request model) and one payload schema per registered task type: the body
+    of POST /api/jobs is one of CreateJob's shapes, one per type."""
+    from .api import JobRequest
+
+    out: dict[str, Any] = {}
+    base = _hoist(JobRequest.model_json_schema(), "CreateJob", out)
+    variants = []
+    taken: set[str] = set()
+    # Names that are valid component names as they are keep them; the others are numbered if need be.
+    components = {name: _component_name(name, taken)
+                  for name, _, _ in sorted(task_types, key=lambda t: _COMPONENT.search(t[0]) is not None)}
+    for name, payload_schema, description in task_types:
+        component = components[name]
+        payload = _hoist(payload_schema, component, out)
+        if description and "description" not in payload:
+            payload["description"] = description
+        out[component] = payload
+        variant = copy.deepcopy(base)
+        variant["title"] = f"CreateJob.{name}"
+        variant["properties"]["type"] = {"const": name}
+        variant["properties"]["payload"] = _ref(component)
+        variants.append(variant)
+    out["CreateJob"] = {"oneOf": variants, "description": "a job of one registered task type"} if variants else base
+    return out
+
+
+def document(*, auth_required: bool, task_types: list[tuple[str, dict[str, Any], str | None]]) -> dict[str, Any]:
+    """The document as served: the request body made from the registered task types, and a
+    bearer-token security requirement when the server asks for one."""
+    doc = {**OPENAPI, "components": {**OPENAPI["components"],
+                                     "schemas": {**SCHEMAS, **create_job_schemas(task_types)}}}
+    if auth_required:
+        doc["security"] = [{"bearerAuth": []}]
+    return doc

@@ -24,6 +24,11 @@ def flyer_path(job_id: uuid.UUID | str) -> str:
     return f"/api/jobs/{job_id}/flyer"
 
 
+def result_path(job: db.Job) -> str:
+    """Where a succeeded job's result is served: the demo's flyers at /flyer, every other type at /result."""
+    return flyer_path(job.id) if job.type == "listing_flyer" else f"/api/jobs/{job.id}/result"
+
+
 def job_json(job: db.Job) -> dict[str, Any]:
     return {
         "id": str(job.id),
@@ -40,7 +45,7 @@ def job_json(job: db.Job) -> dict[str, Any]:
         "finishedAt": iso(job.finished_at),
         "lockedBy": job.locked_by,
         "payload": job.payload,
-        "resultUrl": flyer_path(job.id) if job.status == "succeeded" else None,
+        "resultUrl": result_path(job) if job.status == "succeeded" else None,
     }
 
 

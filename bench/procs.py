@@ -1,7 +1,7 @@
 """Real `pgqw worker` and `pgqw api` processes, started the way an operator starts them (pgqw.launch).
 
 The benchmark never imports the worker: it runs `pgqw worker` with the settings of pgqw.config in
-the environment (PGQW_BENCH_NOOP=1 registers the noop handler) and measures from the database
+the environment (the demo module, pgqw.demo, defines the noop task) and measures from the database
 (job_attempts timestamps, jobs counts) and from /proc (CPU).
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ class Workers:
                  concurrency: int | None = None, poll_interval_ms: int | None = None) -> None:
         self.ctx, self.n, self.tag = ctx, n, tag
         self.env = {
-            "PGQW_BENCH_NOOP": "1",
+            "PGQW_TASKS": "pgqw.demo",
             "WORKER_BATCH_CLAIM": "1" if batch_claim else "0",
             "WORKER_LISTEN": "1" if listen else "0",
             "WORKER_CONCURRENCY": str(concurrency or ctx.sizes.worker_concurrency),

@@ -292,7 +292,7 @@ def markdown(r: Results, *, command: str, notes: str, chart_path: str | None, li
         "- Hot tables as the migration leaves them: "
         + "; ".join(f"`{t}`: {', '.join(opts) if opts else 'defaults'}" for t, opts in f.get("reloptions", {}).items()),
         f"- Sizes: {f.get('sizes_text', '')}",
-        f"- Workers: `pgqw worker` processes with `PGQW_BENCH_NOOP=1`, `WORKER_CONCURRENCY={f.get('sizes', {}).get('worker_concurrency', '?')}`, "
+        f"- Workers: `pgqw worker` processes running the noop task, `WORKER_CONCURRENCY={f.get('sizes', {}).get('worker_concurrency', '?')}`, "
         "`SIM_MIN_LATENCY_MS=0 SIM_MAX_LATENCY_MS=0 SIM_FAILURE_RATE=0`, `WORKER_LISTEN=1` unless said, "
         "`WORKER_BATCH_CLAIM=0` (1 per claim) or `1` (batch claim); measured from the database: jobs ÷ (last "
         "attempt finished − first attempt started).",

@@ -90,6 +90,13 @@ def scratch_database(admin_dsn: str, log) -> Iterator[str]:
     log(f"scratch database {name}")
     try:
         migrate(dsn)
+        # The demo's task types (noop among them), registered as its workers would register them, so
+        # POST /api/jobs accepts them before any worker has started.
+        from pgqw import db, demo, tasks
+
+        del demo
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            db.register_task_types(conn, types=[t.registration() for t in tasks.registry])
         yield dsn
     finally:
         with psycopg.connect(admin_dsn, autocommit=True) as conn:

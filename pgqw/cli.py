@@ -96,10 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_lazy("pgqw.app.serve", "cmd_api"))
 
     p = sub.add_parser("worker", help="run one worker",
-                       description="Run one worker: claim jobs, run them, record every attempt.")
+                       description="Run one worker: register its task types, claim jobs of those types, run "
+                       "them, record every attempt and every result.")
     p.add_argument("--id", dest="worker_id", help="worker id (default WORKER_ID, else host-pid)")
     p.add_argument("--concurrency", type=whole(1), help="jobs at once (default WORKER_CONCURRENCY or 5)")
     p.add_argument("--queues", help="comma-separated queues to take jobs from (default: all)")
+    p.add_argument("--tasks", action="append", metavar="MODULES",
+                   help="import paths of the modules whose @task definitions this worker runs, comma-separated "
+                   "or repeated (default PGQW_TASKS, else the demo's pgqw.demo); the current folder is on the path")
     p.set_defaults(func=_lazy("pgqw.worker.main", "cmd_worker"))
 
     p = sub.add_parser("up", help="bring the whole system up: database, migrate, API and workers",

@@ -99,6 +99,8 @@ class Settings:
     shutdown_grace_ms: int = 10000
     listen: bool = True
     queues: tuple[str, ...] | None = None
+    # The modules whose @task definitions this worker runs (--tasks, PGQW_TASKS; comma-separated).
+    task_modules: tuple[str, ...] = ("pgqw.demo",)
     batch_claim: bool = True
     batch_mark: bool = True
 
@@ -140,6 +142,8 @@ def load() -> Settings:
         shutdown_grace_ms=_int("SHUTDOWN_GRACE_MS", 10000, minimum=0),
         listen=_bool("WORKER_LISTEN", True),
         queues=tuple(q.strip() for q in queues_raw.split(",") if q.strip()) or None,
+        task_modules=tuple(m.strip() for m in os.environ.get("PGQW_TASKS", "").split(",") if m.strip())
+        or ("pgqw.demo",),
         batch_claim=_bool("WORKER_BATCH_CLAIM", True),
         batch_mark=_bool("WORKER_BATCH_MARK", True),
         sim_min_latency_ms=_int("SIM_MIN_LATENCY_MS", 2000, minimum=0),

@@ -102,8 +102,8 @@ def enqueue_job(
     type: str,
     payload: dict[str, Any],
     idempotency_key: str,
-    queue: str | None = "default",
-    priority: int | None = 0,
+    queue: str | None = None,
+    priority: int | None = None,
     run_at: datetime | None = None,
     delay: timedelta | None = None,
     max_attempts: int | None = None,
@@ -124,8 +124,8 @@ async def enqueue_job_async(
     type: str,
     payload: dict[str, Any],
     idempotency_key: str,
-    queue: str | None = "default",
-    priority: int | None = 0,
+    queue: str | None = None,
+    priority: int | None = None,
     run_at: datetime | None = None,
     delay: timedelta | None = None,
     max_attempts: int | None = None,
@@ -144,11 +144,15 @@ def claim_job(
     worker_id: str,
     queues: Sequence[str] | None = None,
     lease_ms: int | None = None,
+    task_types: Sequence[str] | None = None,
 ) -> Job | None:
+    """The next ready job of these queues and task types (None: any), or None."""
     with conn.cursor(row_factory=class_row(Job)) as cur:
         cur.execute(
-            "select * from claim_job(%(worker_id)s::text, %(queues)s::text[], %(lease_ms)s::integer)",
-            {"worker_id": worker_id, "queues": list(queues) if queues else None, "lease_ms": lease_ms},
+            "select * from claim_job(%(worker_id)s::text, %(queues)s::text[], %(lease_ms)s::integer,"
+            " p_task_types => %(types)s::text[])",
+            {"worker_id": worker_id, "queues": list(queues) if queues else None, "lease_ms": lease_ms,
+             "types": list(task_types) if task_types is not None else None},
         )
         return cur.fetchone()
 
@@ -160,24 +164,31 @@ def claim_jobs(
     limit: int,
     queues: Sequence[str] | None = None,
     lease_ms: int | None = None,
+    task_types: Sequence[str] | None = None,
 ) -> list[Job]:
+    """Up to limit ready jobs of these queues and task types (None: any)."""
     with conn.cursor(row_factory=class_row(Job)) as cur:
         cur.execute(
             "select * from claim_jobs(%(worker_id)s::text, %(limit)s::integer, %(queues)s::text[],"
-            " %(lease_ms)s::integer)",
-            {"worker_id": worker_id, "limit": limit,
-             "queues": list(queues) if queues else None, "lease_ms": lease_ms},
+            " %(lease_ms)s::integer, p_task_types => %(types)s::text[])",
+            {"worker_id": worker_id, "limit": limit, "queues": list(queues) if queues else None,
+             "lease_ms": lease_ms, "types": list(task_types) if task_types is not None else None},
         )
         return cur.fetchall()
 
 
 def mark_succeeded(
-    conn: psycopg.Connection, *, job_id: uuid.UUID | str, worker_id: str, attempt: int
+    conn: psycopg.Connection, *, job_id: uuid.UUID | str, worker_id: str, attempt: int,
+    result: tuple[str, Any, bytes | None] | None = None,
 ) -> RecordedJob:
+    """Success of this worker's attempt, with its result (content type, JSON value, bytes) if any."""
+    content_type, value, data = result if result is not None else (None, None, None)
     with conn.cursor(row_factory=class_row(RecordedJob)) as cur:
         cur.execute(
-            "select * from mark_succeeded(%(job_id)s::uuid, %(worker_id)s::text, %(attempt)s::integer)",
-            {"job_id": job_id, "worker_id": worker_id, "attempt": attempt},
+            "select * from mark_succeeded(%(job_id)s::uuid, %(worker_id)s::text, %(attempt)s::integer,"
+            " %(type)s::text, %(value)s::jsonb, %(data)s::bytea)",
+            {"job_id": job_id, "worker_id": worker_id, "attempt": attempt, "type": content_type,
+             "value": Jsonb(value) if data is None and content_type is not None else None, "data": data},
         )
         row = cur.fetchone()
     assert row is not None
@@ -221,9 +232,14 @@ def heartbeat(
         return cur.fetchall()
 
 
-def sweep_stuck(conn: psycopg.Connection) -> list[Swept]:
+def sweep_stuck(conn: psycopg.Connection, *, now: datetime | None = None) -> list[Swept]:
+    """Recovers the jobs whose lease expired; `now` (an owner's or operator's test clock) defaults to
+    the server's."""
     with conn.cursor(row_factory=class_row(Swept)) as cur:
-        cur.execute("select * from sweep_stuck()")
+        if now is None:
+            cur.execute("select * from sweep_stuck()")
+        else:
+            cur.execute("select * from sweep_stuck(%(now)s::timestamptz)", {"now": now})
         return cur.fetchall()
 
 
@@ -252,15 +268,6 @@ def retry_dead(conn: psycopg.Connection, *, job_id: uuid.UUID | str, extra_attem
     return row
 
 
-def save_flyer(conn: psycopg.Connection, *, job_id: uuid.UUID | str, pdf: bytes) -> bool:
-    """Stores a job's flyer unless one exists. True when this call stored it."""
-    row = conn.execute(
-        "select save_flyer(%(job_id)s::uuid, %(pdf)s::bytea)", {"job_id": job_id, "pdf": pdf}
-    ).fetchone()
-    assert row is not None
-    return bool(row[0])
-
-
 # Reads. One query each.
 
 def get_job(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> Job | None:
@@ -275,13 +282,6 @@ def get_attempts(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> list[A
             "select * from job_attempts where job_id = %(job_id)s::uuid order by attempt", {"job_id": job_id}
         )
         return cur.fetchall()
-
-
-def flyer_exists(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> bool:
-    row = conn.execute(
-        "select exists (select 1 from flyers where job_id = %(job_id)s::uuid)", {"job_id": job_id}
-    ).fetchone()
-    return bool(row and row[0])
 
 
 def get_flyer(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> bytes | None:
@@ -382,14 +382,19 @@ async def enqueue_jobs_async(conn: psycopg.AsyncConnection, *, jobs: Sequence[di
 
 
 def mark_jobs_succeeded(
-    conn: psycopg.Connection, *, worker_id: str, done: Sequence[tuple[uuid.UUID | str, int]]
+    conn: psycopg.Connection, *, worker_id: str, done: Sequence[tuple[uuid.UUID | str, int]],
+    results: Sequence[Any] | None = None,
 ) -> list[RecordedJob]:
-    """mark_succeeded for many (job id, attempt) pairs of one worker; returns the jobs whose attempt
-    succeeded (already_recorded: by an earlier call). A pair not this worker's to finish is missing."""
+    """mark_succeeded for many (job id, attempt) pairs of one worker, each with its JSON result
+    (results[i]; None: none); returns the jobs whose attempt succeeded (already_recorded: by an
+    earlier call). A pair not this worker's to finish is missing."""
     with conn.cursor(row_factory=class_row(RecordedJob)) as cur:
         cur.execute(
-            "select * from mark_jobs_succeeded(%(worker_id)s::text, %(ids)s::uuid[], %(attempts)s::integer[])",
-            {"worker_id": worker_id, "ids": [j for j, _ in done], "attempts": [a for _, a in done]},
+            "select * from mark_jobs_succeeded(%(worker_id)s::text, %(ids)s::uuid[], %(attempts)s::integer[],"
+            " %(results)s::jsonb)",
+            {"worker_id": worker_id, "ids": [j for j, _ in done], "attempts": [a for _, a in done],
+             "results": Jsonb(list(results)) if results is not None and any(r is not None for r in results)
+             else None},
         )
         return cur.fetchall()
 
@@ -479,13 +484,15 @@ def report_latest_jobs(conn: psycopg.Connection, *, limit: int = 20) -> list[Lat
 
 
 def claim_job_at(
-    conn: psycopg.Connection, *, worker_id: str, now: datetime, queues: Sequence[str] | None = None
+    conn: psycopg.Connection, *, worker_id: str, now: datetime, queues: Sequence[str] | None = None,
+    lease_ms: int | None = None,
 ) -> Job | None:
     """claim_job as if it were `now` (p_now): for operators' tools and tests, not for workers."""
     with conn.cursor(row_factory=class_row(Job)) as cur:
         cur.execute(
-            "select * from claim_job(%(worker_id)s::text, %(queues)s::text[], null, %(now)s::timestamptz)",
-            {"worker_id": worker_id, "queues": list(queues) if queues else None, "now": now},
+            "select * from claim_job(%(worker_id)s::text, %(queues)s::text[], %(lease_ms)s::integer,"
+            " %(now)s::timestamptz)",
+            {"worker_id": worker_id, "queues": list(queues) if queues else None, "now": now, "lease_ms": lease_ms},
         )
         return cur.fetchone()
 

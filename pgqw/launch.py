@@ -31,8 +31,7 @@ from typing import Callable, Iterable, Mapping, Sequence, TypeVar
 
 T = TypeVar("T")
 
-# Every environment variable pgqw reads as a setting (pgqw.config.load, and PGQW_BENCH_NOOP of
-# worker.handlers.registry). A child started with inherit_settings=False gets none of them from the
+# Every environment variable pgqw reads as a setting (pgqw.config.load). A child started with inherit_settings=False gets none of them from the
 # parent's environment: only those its starter passes.
 SETTINGS: tuple[str, ...] = (
     "DATABASE_URL", "PGQW_DATA_DIR", "PGQW_CREATE_ROLES",
@@ -41,7 +40,7 @@ SETTINGS: tuple[str, ...] = (
     "SHUTDOWN_GRACE_MS", "WORKER_LISTEN", "WORKER_QUEUES", "WORKER_BATCH_CLAIM", "WORKER_BATCH_MARK",
     "SIM_MIN_LATENCY_MS", "SIM_MAX_LATENCY_MS", "SIM_FAILURE_RATE",
     "PORT", "PUBLIC_URL", "MAX_BODY_BYTES", "API_THREADS", "API_TOKENS", "API_READ_TOKENS",
-    "PGQW_BENCH_NOOP",
+    "PGQW_TASKS",
 )
 
 WORKER_READY = "worker started"

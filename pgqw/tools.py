@@ -167,6 +167,18 @@ def cmd_report(args: argparse.Namespace) -> int:
         counts = db.count_by_status(conn)
         print(format_table([{"status": s, "jobs": n} for s, n in counts.items()], ["status", "jobs"]))
         print()
+        stats = db.queue_stats(conn)
+        waiting = [s for s in stats if s.metric == "waiting_without_worker"]
+        alive = next((int(s.value) for s in stats if s.metric == "workers_alive"), 0)
+        print(f"live workers: {alive}")
+        for w in db.list_workers(conn):
+            if w.stopped_at is None and w.expires_at > datetime.now(timezone.utc):
+                print(f"  {w.id}: tasks {','.join(w.task_types)}; queues {','.join(w.queues) if w.queues else 'all'}")
+        if waiting:
+            print("ready jobs that no live worker can take (their type or queue has no worker):")
+            print(format_table([{"queue": s.queue, "type": s.label, "jobs": int(s.value)} for s in waiting],
+                               ["queue", "type", "jobs"]))
+        print()
         latest = db.report_latest_jobs(conn, limit=15)
         print(format_table(
             [{**r.__dict__, "id": str(r.id)[:8], "attempt": f"{r.attempts}/{r.max_attempts}"} for r in latest],
@@ -184,70 +196,93 @@ class IdempotencyCheck:
 
     @property
     def ok(self) -> bool:
-        return self.sequential_flyers == [1, 1] and self.concurrent_flyers == 1
+        return self.sequential_flyers == [0, 1] and self.concurrent_flyers == 1
 
 
-def _check_job(conninfo: str, key: str) -> db.Job:
-    """A job of its own queue, due in a century, so no running worker takes it; then claimed
-    by this check (p_now = its run_at) so its attempts are recorded like any other."""
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        job = db.enqueue_job(conn, type="listing_flyer", payload=EXAMPLE_LISTING, idempotency_key=key,
-                             queue="check-idempotency", run_at=datetime.now(timezone.utc) + timedelta(days=36500))
-        claimed = db.claim_job_at(conn, worker_id="check-idempotency", queues=["check-idempotency"], now=job.run_at)
-        assert claimed is not None and claimed.id == job.id
-        return claimed
+def _check_job(conn: psycopg.Connection, key: str, worker_id: str, *, lease_ms: int | None = None) -> db.Job:
+    """A job of its own queue, due in a century, so no running worker takes it; then claimed by
+    this check (p_now = its run_at) so its attempts are recorded like any other."""
+    job = db.enqueue_job(conn, type="listing_flyer", payload=EXAMPLE_LISTING, idempotency_key=key,
+                         queue="check-idempotency", run_at=datetime.now(timezone.utc) + timedelta(days=36500))
+    claimed = db.claim_job_at(conn, worker_id=worker_id, queues=["check-idempotency"], now=job.run_at,
+                              lease_ms=lease_ms)
+    assert claimed is not None and claimed.id == job.id
+    return claimed
 
 
-def _finish(conninfo: str, job: db.Job) -> None:
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        db.mark_succeeded(conn, job_id=job.id, worker_id="check-idempotency", attempt=job.attempts)
+def _record(conninfo: str, job: db.Job, worker_id: str, pdf: bytes) -> str:
+    """The work's result recorded with its success, as a worker does; what the database answered."""
+    try:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            db.mark_succeeded(conn, job_id=job.id, worker_id=worker_id, attempt=job.attempts,
+                              result=("application/pdf", None, pdf))
+    except psycopg.Error as exc:
+        return f"refused ({exc.sqlstate}: {exc.diag.message_primary})"
+    return "recorded"
+
+
+def _flyers(conninfo: str, job: db.Job) -> int:
+    with psycopg.connect(conninfo) as conn:
+        return db.count_flyers(conn, job_id=job.id)
 
 
 def check_idempotency(conninfo: str, settings: config.Settings) -> IdempotencyCheck:
     """Runs the listing_flyer work twice for one job, one after the other (a worker that crashed
-    after the work but before marking the job), then twice at the same moment for another job
-    (the sweep handed a slow job to a second worker), and counts the flyers each time."""
-    import dataclasses
+    after the work but before recording it, then the retry), then twice at the same moment for
+    another job (the sweep handed a slow job to a second worker), and counts the flyers: the result
+    is stored only with the success of the attempt that holds the job, so it is one each time."""
+    from .demo import Listing, render
 
-    from pgqw.worker.handlers import Context, listing_flyer
-
-    quiet = dataclasses.replace(settings, sim_min_latency_ms=0, sim_max_latency_ms=0, sim_failure_rate=0.0)
+    listing = Listing.model_validate(EXAMPLE_LISTING)
     stamp = int(time.time() * 1000)
-    lines = ["Case 1, one after the other."]
-    job = _check_job(conninfo, f"check-idempotency-{stamp}-sequential")
-    counts: list[int] = []
     notes: list[str] = []
-    for run in (1, 2):
-        note = listing_flyer(job, Context.connecting(quiet, conninfo))
-        notes.append(f"sequential run {run}: {note}")
-        with psycopg.connect(conninfo) as conn:
-            counts.append(db.count_flyers(conn, job_id=job.id))
-        lines.append(f"  after run {run}: {counts[-1]} flyer(s)   ({note})")
-    _finish(conninfo, job)
+    lines = ["Case 1, one after the other: worker A renders, then dies before recording; the job is "
+             "handed on; worker B renders and records; A's late result comes last."]
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        job_a = _check_job(conn, f"check-idempotency-{stamp}-sequential", "check-idempotency-a")
+    render(listing, job_a.id, settings)
+    counts = [_flyers(conninfo, job_a)]
+    lines.append(f"  after run 1: {counts[-1]} flyer(s)   (A rendered; nothing recorded)")
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        db.release_job(conn, job_id=job_a.id, worker_id="check-idempotency-a", attempt=job_a.attempts,
+                       reason="check-idempotency: worker A died after the work")
+        job_b = db.claim_job_at(conn, worker_id="check-idempotency-b", queues=["check-idempotency"], now=job_a.run_at)
+    assert job_b is not None and job_b.id == job_a.id
+    said_b = _record(conninfo, job_b, "check-idempotency-b", render(listing, job_b.id, settings))
+    counts.append(_flyers(conninfo, job_b))
+    notes.append(f"sequential run 2: {said_b}")
+    lines.append(f"  after run 2: {counts[-1]} flyer(s)   (B rendered: {said_b})")
+    said_a = _record(conninfo, job_a, "check-idempotency-a", render(listing, job_a.id, settings))
+    notes.append(f"sequential late result of A: {said_a}")
+    lines.append(f"  A's late result: {said_a}; {_flyers(conninfo, job_a)} flyer(s)")
 
-    lines.append("Case 2, two runs at the same moment.")
-    job = _check_job(conninfo, f"check-idempotency-{stamp}-concurrent")
+    lines.append("Case 2, two runs at the same moment: A's lease runs out while it renders, the sweep hands "
+                 "the job to B, and both finish together.")
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        job_a = _check_job(conn, f"check-idempotency-{stamp}-concurrent", "check-idempotency-a", lease_ms=1)
+        later = job_a.run_at + timedelta(seconds=1)
+        db.sweep_stuck(conn, now=later)
+        job_b = db.claim_job_at(conn, worker_id="check-idempotency-b", queues=["check-idempotency"], now=later)
+    assert job_b is not None and job_b.id == job_a.id
     barrier = threading.Barrier(2)
-    results: list[str | None] = [None, None]
+    said: list[str] = ["", ""]
 
-    def run(i: int) -> None:
-        # Both runs wait here, where the simulated latency would be, so both check for an existing
-        # flyer at the same moment, both find none, and both render and save.
-        ctx = Context.connecting(quiet, conninfo, sleep=lambda _s: barrier.wait(timeout=10))
-        results[i] = listing_flyer(job, ctx)
+    def run(i: int, job: db.Job, worker_id: str) -> None:
+        pdf = render(listing, job.id, settings)
+        barrier.wait(timeout=30)  # both record at the same moment
+        said[i] = _record(conninfo, job, worker_id, pdf)
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    threads = [threading.Thread(target=run, args=(0, job_a, "check-idempotency-a")),
+               threading.Thread(target=run, args=(1, job_b, "check-idempotency-b"))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    with psycopg.connect(conninfo) as conn:
-        concurrent = db.count_flyers(conn, job_id=job.id)
-    for i, note in enumerate(results):
-        notes.append(f"concurrent run {i + 1}: {note}")
+    concurrent = _flyers(conninfo, job_b)
+    for i, note in enumerate(said):
+        notes.append(f"concurrent run {'AB'[i]}: {note}")
         lines.append(f"  run {'AB'[i]}: {note}")
     lines.append(f"  after both runs: {concurrent} flyer(s)")
-    _finish(conninfo, job)
     return IdempotencyCheck(counts, concurrent, notes, "\n".join(lines))
 
 

@@ -98,6 +98,12 @@ def template_db(pg_server: str) -> Iterator[str]:
     with _admin(pg_server) as conn:
         conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
     migrate(make_conninfo(pg_server, dbname=name))
+    # The demo's task types, registered as a worker that loads pgqw.demo registers them.
+    from pgqw import db, demo, tasks
+
+    del demo  # imported for its @task definitions
+    with psycopg.connect(make_conninfo(pg_server, dbname=name), autocommit=True) as conn:
+        db.register_task_types(conn, types=[t.registration() for t in tasks.registry])
     yield name
     with _admin(pg_server) as conn:
         conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))

@@ -40,6 +40,8 @@ def snapshot(conn: psycopg.Connection) -> list[Any]:
     return [
         rows(conn, "select * from jobs order by id"),
         rows(conn, "select * from job_attempts order by job_id, attempt"),
-        rows(conn, "select job_id, md5(pdf) from flyers order by job_id"),
+        rows(conn, "select job_id, content_type, value, md5(data) from job_results order by job_id"),
         rows(conn, "select * from queue_settings"),
+        rows(conn, "select * from task_types order by name"),
+        rows(conn, "select * from workers order by id"),
     ]

@@ -86,6 +86,7 @@ def test_cli_check_idempotency_counts_one_flyer(db_url: str) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "after run 2: 1 flyer(s)" in done.stdout
     assert "after both runs: 1 flyer(s)" in done.stdout
+    assert "A's late result: refused (QL409" in done.stdout
 
 
 def test_cli_up_runs_everything_and_ctrl_c_stops_it_cleanly(tmp_path: Path) -> None:

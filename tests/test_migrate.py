@@ -35,8 +35,12 @@ def _schema(dsn: str) -> list:
             rows(c, "select p.proname, array(select a::text from unnest(p.proacl) a order by 1) as acl"
                     " from pg_proc p where p.pronamespace = 'public'::regnamespace order by 1"),
             rows(c, "select c.relname, array(select a::text from unnest(c.relacl) a order by 1) as acl"
-                    " from pg_class c where c.relnamespace = 'public'::regnamespace and c.relkind = 'r'"
+                    " from pg_class c where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'v')"
                     " order by 1"),
+            # Column grants (a DBA's columns of task_types).
+            rows(c, "select a.attrelid::regclass::text as rel, a.attname, a.attacl::text[] as acl"
+                    " from pg_attribute a join pg_class c on c.oid = a.attrelid"
+                    " where c.relnamespace = 'public'::regnamespace and a.attacl is not null order by 1, 2"),
         ]
 
 
@@ -155,8 +159,7 @@ def test_migrate_sql_files_install_with_psql_alone(empty_db_url: str) -> None:
         job = rows(c, "select * from enqueue_job('t', '{}', 'k')")[0]
         assert rows(c, "select id from claim_job('w1')")[0]["id"] == job["id"]
         # grants.sql worked without schema_migrations (which only pgqw migrate makes).
-        assert rows(c, "select has_function_privilege('pgqw_worker', 'claim_job(text,text[],integer,timestamptz)',"
-                       " 'execute') as ok")[0]["ok"]
+        assert rows(c, "select has_function_privilege('pgqw_worker', %s, 'execute') as ok", [CLAIM])[0]["ok"]
         assert not rows(c, "select has_table_privilege('pgqw_worker', 'jobs', 'update') as ok")[0]["ok"]
 
 
@@ -196,7 +199,7 @@ def _role_exists(dsn: str, role: str) -> bool:
 
 
 ENQUEUE = "enqueue_job(text,jsonb,text,text,integer,timestamptz,integer)"
-CLAIM = "claim_job(text,text[],integer,timestamptz)"
+CLAIM = "claim_job(text,text[],integer,timestamptz,text[])"
 
 
 class Roles:
@@ -282,7 +285,9 @@ def test_migrate_without_roles_on_a_fresh_database_grants_only_to_roles_that_exi
         admin.execute(sql.SQL("create role {} login").format(sql.Identifier(own_roles.worker)))
     migrate(dsn, sql_dir=own_roles.sql_dir, create_roles=False)
     assert _can_execute(dsn, own_roles.worker, CLAIM)
-    assert _can(dsn, own_roles.worker, "queue_settings", "select")
+    # Workers read no table: every answer they need comes from the functions.
+    assert not _can(dsn, own_roles.worker, "queue_settings", "select")
+    assert not _can(dsn, own_roles.worker, "jobs", "select")
     assert not _can(dsn, own_roles.worker, "jobs", "update")
     assert not _role_exists(dsn, own_roles.api) and not _role_exists(dsn, own_roles.admin)
     with psycopg.connect(dsn, autocommit=True) as owner:
@@ -398,3 +403,43 @@ def test_migrate_broken_grants_keep_the_old_functions(empty_db_url: str, tmp_pat
     grants.write_text(good)
     migrate(empty_db_url, sql_dir=sql_dir)  # the changed function goes in with grants that work
     assert "(changed)" in str(_schema(empty_db_url)[3])
+
+
+def test_migrate_0004_keeps_as_results_only_the_flyers_of_succeeded_jobs(empty_db_url: str, tmp_path: Path) -> None:
+    """An upgrade from the flyers table: save_flyer stored a flyer before the job's success, so a worker
+    that stopped in between left flyers of unfinished jobs. Only succeeded jobs' flyers become results
+    (a result exists exactly when its job succeeded), and an unfinished job's next success, with its
+    new flyer, is not refused by job_results_pkey."""
+    old = _copy_sql(tmp_path / "before-0004")
+    for version, path in migration_files(old):
+        if version >= 4:
+            path.unlink()
+    for path in function_files(old):  # today's functions need 0004's tables: none of them, one stand-in
+        path.unlink()
+    (old / "functions" / "stand_in.sql").write_text(
+        "create or replace function pgqw_test_stand_in() returns integer language sql as $$ select 1 $$;\n")
+    grants_file(old).write_text("select 1;\n")
+    migrate(empty_db_url, sql_dir=old, create_roles=False)
+    with psycopg.connect(empty_db_url, autocommit=True) as c:
+        ids = {}
+        for key, status, extra in (
+            ("done", "succeeded", ", finished_at = now()"),
+            ("running", "processing", ", locked_by = 'w-old', lease_expires_at = now() + interval '1 hour'"),
+            ("dead", "dead", ", finished_at = now(), last_error = 'boom'"),
+        ):
+            ids[key] = rows(c, "insert into jobs (type, max_attempts, idempotency_key, attempts, started_at)"
+                               " values ('listing_flyer', 1, %s, 1, now()) returning id", [key])[0]["id"]
+            c.execute(f"update jobs set status = %s{extra} where id = %s", [status, ids[key]])
+            c.execute("insert into job_attempts (job_id, attempt, worker_id, started_at)"
+                      " values (%s, 1, 'w-old', now())", [ids[key]])
+            c.execute("insert into flyers (job_id, pdf) values (%s, %s)", [ids[key], f"%PDF-{key}".encode()])
+
+    migrate(empty_db_url)
+    with psycopg.connect(empty_db_url, autocommit=True) as c:
+        assert rows(c, "select job_id, content_type, data from job_results") == [
+            {"job_id": ids["done"], "content_type": "application/pdf", "data": b"%PDF-done"}]
+        assert rows(c, "select job_id, pdf from flyers") == [{"job_id": ids["done"], "pdf": b"%PDF-done"}]
+        finished = rows(c, "select status, already_recorded from mark_succeeded(%s, 'w-old', 1, 'application/pdf',"
+                           " null, '%%PDF-again')", [ids["running"]])
+        assert finished == [{"status": "succeeded", "already_recorded": False}]
+        assert rows(c, "select data from job_results where job_id = %s", [ids["running"]]) == [{"data": b"%PDF-again"}]

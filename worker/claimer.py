@@ -1,8 +1,8 @@
 """Claiming and dispatch: takes as many jobs as there are free slots, and hands each to an executor.
 
 One round trip per wake-up with WORKER_BATCH_CLAIM (claim_jobs(limit = free slots)), else claim_job
-once per free slot. What a claim asks for is a ClaimRequest, so a new condition of the claim (the
-task types this worker runs, say) is one more field there and one more argument of the wrapper.
+once per free slot. What a claim asks for is a ClaimRequest: the worker, its queues and the task types
+it runs, so a job of a type this worker does not know waits for one that does.
 """
 from __future__ import annotations
 
@@ -23,14 +23,16 @@ class ClaimRequest:
 
     worker_id: str
     queues: Sequence[str] | None = None
-    lease_ms: int | None = None     # None: queue_settings.lease_ms, as the database has it now
+    lease_ms: int | None = None     # None: the task type's lease, else queue_settings.lease_ms
+    task_types: Sequence[str] | None = None  # only jobs of these types (the ones this worker runs)
 
     def claim_many(self, conn: psycopg.Connection, limit: int) -> list[db.Job]:
         return db.claim_jobs(conn, worker_id=self.worker_id, limit=limit, queues=self.queues,
-                             lease_ms=self.lease_ms)
+                             lease_ms=self.lease_ms, task_types=self.task_types)
 
     def claim_one(self, conn: psycopg.Connection) -> db.Job | None:
-        return db.claim_job(conn, worker_id=self.worker_id, queues=self.queues, lease_ms=self.lease_ms)
+        return db.claim_job(conn, worker_id=self.worker_id, queues=self.queues, lease_ms=self.lease_ms,
+                            task_types=self.task_types)
 
 
 class Claimer:

@@ -1,93 +1,100 @@
-"""Running a job: the handler of its type, with a Context, and what came of it (an Outcome).
+"""Running a job: its task's handler with the validated payload and a Context, and what came of it.
 
 `concurrency` executor threads take started jobs from a queue; each runs the handler, then hands the
-outcome to the recorder. Nothing here talks to the queue's state: a handler's own database calls go
-through ctx.db (retried on connection errors, so a dropped connection does not cost an attempt), and
-ctx.finish stores the handler's output and the job's success in one transaction.
+outcome to the recorder, which stores the handler's result with the job's success in one call.
+Nothing here decides the queue's state: which failures are permanent is the task's definition
+(pgqw.tasks: PermanentError, a payload that no longer validates, Retry.permanent), and everything
+else is the stored functions' to judge. `async def` handlers run on one event loop thread.
 """
 from __future__ import annotations
 
+import asyncio
+import logging
 import queue
+import threading
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Coroutine
 
-import psycopg
+import pydantic
 
-from pgqw import db
 from pgqw.config import Settings
-from pgqw.listing import InvalidPayload
+from pgqw.tasks import Context, PermanentError, Registry, TransientError, describe_invalid, result_row
 from pgqw.worker.database import Database, WorkerExiting
-from pgqw.worker.handlers import Context, Handler, PermanentError, TransientError
-from pgqw.worker.log import Log, short
-from pgqw.worker.recorder import NOT_HELD, Failed, Outcome, Recorder, Refused, ResultRefused, Succeeded
+from pgqw.worker.log import Log
+from pgqw.worker.recorder import Failed, Outcome, Recorder, Succeeded
 from pgqw.worker.slots import Running, Slots
 
 
 def describe(exc: BaseException) -> str:
     """The error text recorded for a failed attempt."""
+    if isinstance(exc, pydantic.ValidationError):
+        return describe_invalid(exc)
     if isinstance(exc, (PermanentError, TransientError)):
         return str(exc) or type(exc).__name__
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+class AsyncRunner:
+    """One event loop in a thread of its own, started at the first async handler, for them all."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        with self._lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                threading.Thread(target=self._loop.run_forever, name="pgqw-async", daemon=True).start()
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+
+
 class Executor:
     def __init__(
-        self, settings: Settings, handlers: Mapping[str, Handler], slots: Slots, log: Log, database: Database,
+        self, settings: Settings, tasks: Registry, slots: Slots, log: Log, database: Database,
         recorder: Recorder, *, clock: Callable[[], float] = time.monotonic,
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self.settings = settings
-        self.handlers = dict(handlers)
+        self.tasks = tasks
         self.slots = slots
         self.log = log
         self.database = database
         self.recorder = recorder
         self.clock = clock
+        self.stopping = stopping
+        self.async_runner = AsyncRunner()
 
     def context(self, run: Running) -> Context:
-        job = run.job
-        op = f"{job.type} {short(job.id)}"
-
-        def complete(store: Callable[[psycopg.Connection], Any]) -> Any:
-            """The handler's output and the job's success in one transaction (see worker/handlers.py).
-            A retry after a lost reply is answered already_recorded by mark_succeeded and commits."""
-            def in_transaction(conn: psycopg.Connection) -> Any:
-                with conn.transaction():
-                    result = store(conn)
-                    db.mark_succeeded(conn, job_id=job.id, worker_id=self.settings.worker_id, attempt=job.attempts)
-                return result
-
-            self.slots.move(run, "marking")
-            try:
-                result = self.database.call(f"{op} complete", in_transaction)
-            except psycopg.Error as exc:
-                if exc.sqlstate in NOT_HELD:
-                    raise ResultRefused(exc) from exc
-                raise
-            run.recorded = True
-            return result
-
-        return Context(settings=self.settings, worker_id=self.settings.worker_id,
-                       db=lambda fn: self.database.call(op, fn), complete=complete)
+        logger = logging.getLogger(f"pgqw.task.{run.job.type}")
+        return Context(job=run.job, worker_id=self.settings.worker_id,
+                       log=logging.LoggerAdapter(logger, {"job": run.tag()}),
+                       stop_requested=lambda: run.lost or run.state != "running" or self.stopping())
 
     def outcome(self, run: Running) -> Outcome:
         """Runs the job's handler. WorkerExiting (the process is exiting) is raised."""
         job = run.job
-        handler = self.handlers.get(job.type)
+        task = self.tasks.get(job.type)
+        if task is None:  # a claim takes only this worker's types; a job claimed from psql may not be one
+            return Failed(f"this worker has no task {job.type!r} (it runs {', '.join(self.tasks.names())})")
         try:
-            if handler is None:
-                raise PermanentError(
-                    f"unknown job type {job.type!r} (this worker handles {', '.join(sorted(self.handlers))})")
-            note = handler(job, self.context(run))
+            payload = task.parse(job.payload)
+        except pydantic.ValidationError as exc:
+            return Failed(describe_invalid(exc), retryable=False)
+        try:
+            ctx = self.context(run)
+            value = self.async_runner.run(task.fn(payload, ctx)) if task.is_async else task.fn(payload, ctx)
+            result = result_row(value)
         except WorkerExiting:
             raise
-        except ResultRefused as exc:
-            return Refused(exc.error)
-        except (PermanentError, InvalidPayload) as exc:
-            return Failed(describe(exc), retryable=False)
         except Exception as exc:
-            return Failed(describe(exc))
-        return Succeeded(note, recorded=run.recorded)
+            return Failed(describe(exc), retryable=not task.is_permanent(exc))
+        return Succeeded(result=result)
 
     def execute(self, run: Running) -> None:
         outcome = self.outcome(run)

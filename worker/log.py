@@ -65,3 +65,19 @@ class Log:
                 self.out.flush()
             except (OSError, ValueError):
                 pass  # stdout closed: keep working, the database has the record
+
+
+def route_task_log(log: Log) -> None:
+    """What handlers log through ctx.log (the pgqw.task.<type> loggers), in the worker's format:
+    `task  <job> attempt n/m: message`, at INFO and above."""
+    import logging
+
+    class ToWorkerLog(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            job = getattr(record, "job", "")
+            log("task", f"{job}: {record.getMessage()}" if job else record.getMessage())
+
+    task_logger = logging.getLogger("pgqw.task")
+    task_logger.setLevel(logging.INFO)
+    task_logger.propagate = False
+    task_logger.handlers[:] = [ToWorkerLog()]

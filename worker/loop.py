@@ -19,7 +19,9 @@ class MainLoop:
     def __init__(
         self, settings: Settings, claimer: Claimer, sweeper: Sweeper, database: Database, log: Log, *,
         wake: threading.Event, stopping: threading.Event, clock: Callable[[], float] = time.monotonic,
+        alive: Callable[[], None] = lambda: None,
     ) -> None:
+        self.alive = alive              # with every sweep: this worker is still here (presence.py)
         self.claimer = claimer
         self.sweeper = sweeper
         self.database = database
@@ -39,6 +41,7 @@ class MainLoop:
         try:
             if self.clock() >= self.next_sweep:
                 self.sweeper.sweep()
+                self.alive()
                 self.next_sweep = self.clock() + self.sweep_s
             op = "claim"
             # Clear before counting free slots: a slot freed from here on sets the event again.

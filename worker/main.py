@@ -16,7 +16,7 @@ from pgqw.config import ConfigError, Settings
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    """The environment's settings with --id, --concurrency and --queues applied."""
+    """The environment's settings with --id, --concurrency, --queues and --tasks applied."""
     settings = config.load()
     overrides: dict[str, object] = {}
     if getattr(args, "worker_id", None) is not None:
@@ -28,6 +28,13 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         if not queues:
             raise ConfigError("--queues must name at least one queue")
         overrides["queues"] = queues
+    if getattr(args, "tasks", None):
+        from pgqw.tasks import parse_modules
+
+        modules = parse_modules(args.tasks)
+        if not modules:
+            raise ConfigError("--tasks must name at least one module")
+        overrides["task_modules"] = modules
     settings = dataclasses.replace(settings, **overrides)
     if not settings.worker_id or len(settings.worker_id) > 200:
         raise ConfigError("the worker id (--id or WORKER_ID) must be 1 to 200 characters")
@@ -37,11 +44,16 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 def cmd_worker(args: argparse.Namespace) -> int:
     from pgqw.embedded import database_url
     from pgqw.errors import UsageError
+    from pgqw.tasks import TaskDefinitionError, load
     from pgqw.worker.runner import Worker
 
     settings = settings_from_args(args)
     try:
-        return Worker(settings, database_url(settings)).run()
+        tasks = load(settings.task_modules)
+    except TaskDefinitionError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        return Worker(settings, database_url(settings), tasks=tasks).run()
     except (psycopg.errors.UndefinedFunction, psycopg.errors.UndefinedTable) as exc:
         raise UsageError(f"the database has no queue ({exc.diag.message_primary}); "
                          "run `pgqw migrate` first") from None

@@ -1,4 +1,5 @@
-"""Recording results: a success (one, or many with WORKER_BATCH_MARK), a failure, or a refusal.
+"""Recording results: a success with the handler's result (one, or many with WORKER_BATCH_MARK), a
+failure, or a refusal.
 
 Each result is a new transaction (the claim committed long before), retried on a connection error
 like every call. The stored function is the judge of what happened: it records the result, answers
@@ -12,7 +13,7 @@ import queue
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Union
+from typing import Any, Optional, Union
 
 import psycopg
 
@@ -27,10 +28,20 @@ NOT_HELD = ("QL409", "QN404")   # the result is not this attempt's to give: igno
 EARLIER_TRY = "recorded by an earlier try whose reply was lost"
 
 
+# A handler's result as stored: (content type, JSON value, bytes), or None (pgqw.tasks.result_row).
+Result = Optional[tuple[str, Any, Optional[bytes]]]
+
+
 @dataclass
 class Succeeded:
-    note: str | None = None
-    recorded: bool = False      # ctx.finish committed the success with the handler's output
+    result: Result = None
+
+    @property
+    def note(self) -> str | None:
+        if self.result is None:
+            return None
+        content_type, _value, data = self.result
+        return f"result {content_type}" + (f" ({len(data) // 1024} KiB)" if data is not None else "")
 
 
 @dataclass
@@ -41,19 +52,11 @@ class Failed:
 
 @dataclass
 class Refused:
-    """ctx.finish's commit was refused: the attempt no longer holds the job, its output rolled back."""
+    """The result was refused before it was recorded: the attempt no longer holds the job."""
     error: psycopg.Error
 
 
 Outcome = Union[Succeeded, Failed, Refused]
-
-
-class ResultRefused(Exception):
-    """Raised through a handler by ctx.finish when mark_succeeded refused the result."""
-
-    def __init__(self, error: psycopg.Error) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 class Recorder:
@@ -64,7 +67,7 @@ class Recorder:
         self.log = log
         self.database = database
         self.batch = batch
-        self.done: queue.Queue[tuple[Running, str | None, float]] = queue.Queue()  # successes to batch
+        self.done: queue.Queue[tuple[Running, Result, float]] = queue.Queue()  # successes to batch
 
     def record(self, run: Running, outcome: Outcome, elapsed: float) -> None:
         self.slots.move(run, "marking")
@@ -72,40 +75,39 @@ class Recorder:
             self.refused(run, outcome.error)
         elif isinstance(outcome, Failed):
             self.failure(run, outcome.error, outcome.retryable, elapsed)
-        elif outcome.recorded:
-            self.logged_success(run, outcome.note, elapsed)
-        elif self.batch:
-            self.done.put((run, outcome.note, elapsed))  # drain() records it with others
+        elif self.batch and (outcome.result is None or outcome.result[2] is None):
+            self.done.put((run, outcome.result, elapsed))  # drain() records it with others (JSON or none)
         else:
-            self.success(run, outcome.note, elapsed)
+            self.success(run, outcome.result, elapsed)
 
     # -------------------------------------------------------------------------------- successes
 
-    def success(self, run: Running, note: str | None, elapsed: float) -> None:
+    def success(self, run: Running, result: Result, elapsed: float) -> None:
         job = run.job
         try:
             after = self.database.call(f"mark_succeeded {short(job.id)}", lambda conn: db.mark_succeeded(
-                conn, job_id=job.id, worker_id=self.worker_id, attempt=job.attempts))
+                conn, job_id=job.id, worker_id=self.worker_id, attempt=job.attempts, result=result))
         except psycopg.Error as exc:
             self.refused(run, exc)
             return
-        self.logged_success(run, note, elapsed, earlier=after.already_recorded)
+        self.logged_success(run, Succeeded(result).note, elapsed, earlier=after.already_recorded)
 
-    def successes(self, batch: list[tuple[Running, str | None, float]]) -> None:
-        """One mark_jobs_succeeded for many. A job missing from its answer is not this attempt's:
-        mark_succeeded alone then gives the reason (and its SQLSTATE) for the log."""
+    def successes(self, batch: list[tuple[Running, Result, float]]) -> None:
+        """One mark_jobs_succeeded for many, with their JSON results. A job missing from its answer
+        is not this attempt's: mark_succeeded alone then gives the reason (and its SQLSTATE)."""
         try:
             answered = self.database.call(f"mark_jobs_succeeded ({len(batch)} jobs)", lambda conn: db.mark_jobs_succeeded(
-                conn, worker_id=self.worker_id, done=[(r.job.id, r.job.attempts) for r, _, _ in batch]))
+                conn, worker_id=self.worker_id, done=[(r.job.id, r.job.attempts) for r, _, _ in batch],
+                results=[res[1] if res is not None else None for _, res, _ in batch]))
         except psycopg.Error as exc:
             self.log("error", f"mark_jobs_succeeded: {exc.sqlstate} {first_line(exc)}; recording one by one")
             answered = []
         found = {job.id: job for job in answered}
-        for run, note, elapsed in batch:
+        for run, result, elapsed in batch:
             if run.job.id in found:
-                self.logged_success(run, note, elapsed, earlier=found[run.job.id].already_recorded)
+                self.logged_success(run, Succeeded(result).note, elapsed, earlier=found[run.job.id].already_recorded)
             else:
-                self.success(run, note, elapsed)
+                self.success(run, result, elapsed)
 
     def drain(self, timeout: float | None) -> int:
         """Records the successes waiting (up to MARK_BATCH_MAX) with one call, waiting up to timeout

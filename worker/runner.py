@@ -20,11 +20,12 @@ from pgqw.config import Settings
 from pgqw.worker.claimer import ClaimRequest, Claimer
 from pgqw.worker.database import Database, route_pool_log
 from pgqw.worker.executor import Executor
-from pgqw.worker.handlers import Handler, registry
+from pgqw.tasks import Registry, load
 from pgqw.worker.heartbeat import Heartbeat
 from pgqw.worker.listener import Listener
-from pgqw.worker.log import Log, describe_database
+from pgqw.worker.log import Log, describe_database, route_task_log
 from pgqw.worker.loop import MainLoop
+from pgqw.worker.presence import Presence
 from pgqw.worker.recorder import Recorder
 from pgqw.worker.shutdown import Shutdown, Signals
 from pgqw.worker.slots import Running, Slots
@@ -34,11 +35,12 @@ from pgqw.worker.sweeper import Sweeper
 class Worker:
     """One worker process. run() returns the exit code (0 after a clean stop)."""
 
-    def __init__(self, settings: Settings, conninfo: str, *, handlers: Mapping[str, Handler] | None = None,
+    def __init__(self, settings: Settings, conninfo: str, *, tasks: Registry | None = None,
                  out: TextIO | None = None) -> None:
         s = self.settings = settings
         self.conninfo = conninfo
-        self.handlers = dict(handlers) if handlers is not None else registry()
+        # The task types this worker runs: the modules of --tasks / PGQW_TASKS (pgqw.demo by default).
+        self.registry = tasks if tasks is not None else load(s.task_modules)
         self.log = Log(s.worker_id, out)
         self.wake = threading.Event()       # main loop: claim now
         self.stopping = threading.Event()   # first signal: no more claims
@@ -49,14 +51,17 @@ class Worker:
         self.database = Database(conninfo, s, self.log, self.exiting)
         self.tasks: queue.Queue[Running | None] = queue.Queue()
         self.recorder = Recorder(s, self.slots, self.log, self.database, batch=s.batch_mark)
-        self.executor = Executor(s, self.handlers, self.slots, self.log, self.database, self.recorder)
+        self.executor = Executor(s, self.registry, self.slots, self.log, self.database, self.recorder,
+                                 stopping=self.stopping.is_set)
         self.heartbeat = Heartbeat(s, self.slots, self.log, self.database.once, on_db_error=self._db_error)
-        self.claimer = Claimer(ClaimRequest(s.worker_id, s.queues, s.lease_ms), self.slots, self.log,
+        self.claimer = Claimer(ClaimRequest(s.worker_id, s.queues, s.lease_ms, tuple(self.registry.names())),
+                               self.slots, self.log,
                                self.database.once, batch=s.batch_claim, dispatch=self.tasks.put,
                                on_lease=self.heartbeat.adopt, stopping=self.stopping.is_set)
         self.sweeper = Sweeper(self.slots, self.log, self.database.once)
+        self.presence = Presence(s, self.registry, self.database.once)
         self.loop = MainLoop(s, self.claimer, self.sweeper, self.database, self.log,
-                             wake=self.wake, stopping=self.stopping)
+                             wake=self.wake, stopping=self.stopping, alive=self.presence.alive)
         self.shutdown = Shutdown(s, self.slots, self.log, self.database)
 
     def run(self) -> int:
@@ -67,6 +72,8 @@ class Worker:
         # without the queue (not migrated) is reported, not retried forever.
         try:
             self._log_started()
+            route_task_log(self.log)
+            self.presence.register()
             self.sweeper.sweep()
         except BaseException:
             self._close()
@@ -86,7 +93,12 @@ class Worker:
             self.loop.run()
         finally:
             self.shutdown.run(self.reason or "main loop ended")
+            try:
+                self.presence.stopped()
+            except Exception as exc:  # noqa: BLE001 - the row expires by itself
+                self.log("error", f"stop_worker: {exc!r} (the worker shows as gone once its presence expires)")
             self._close()
+            self.executor.async_runner.close()
             self.shutdown.summary()
         return 0
 
@@ -120,7 +132,7 @@ class Worker:
             f"batch mark {'on' if s.batch_mark else 'off'}, "
             f"poll {s.poll_interval_ms}ms, sweep {s.sweep_interval_ms}ms, "
             f"heartbeat {heartbeat}, lease {lease}, retry {retry}, "
-            f"grace {s.shutdown_grace_ms}ms, handlers {','.join(sorted(self.handlers))}, "
+            f"grace {s.shutdown_grace_ms}ms, tasks {','.join(self.registry.names())}, "
             f"sim latency {s.sim_min_latency_ms}-{s.sim_max_latency_ms}ms failure {s.sim_failure_rate:g}, "
             f"database {describe_database(self.conninfo)}",
         )

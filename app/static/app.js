@@ -425,7 +425,7 @@ const jobs = {
         a.href = job.resultUrl;
         a.target = "_blank";
         a.rel = "noopener";
-        a.textContent = "PDF";
+        a.textContent = job.type === "listing_flyer" ? "PDF" : "result";
         flyer.append(a);
       }
       tr.append(created, listing, status, attempts, error, flyer);

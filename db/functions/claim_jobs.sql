@@ -1,12 +1,14 @@
--- claim_jobs: pending/failed → processing for up to p_limit ready jobs (run_at <= p_now, a try left; highest priority,
--- then oldest run_at; for update skip locked), each with attempts + 1, a lease and a job_attempts row. Returns the
--- claimed rows (lease_expires_at - started_at is the lease granted). Raises QV400 (bad worker id, limit, lease, queues, now).
+-- claim_jobs: pending/failed → processing for up to p_limit ready jobs (run_at <= p_now, a try left, in p_queues and
+-- of p_task_types when given; highest priority, then oldest run_at; for update skip locked), each with attempts + 1,
+-- a lease (p_lease_ms, else its task type's, else queue_settings') and a job_attempts row. Returns the claimed rows
+-- (lease_expires_at - started_at is the lease granted). Raises QV400 (bad worker id, limit, lease, queues, types, now).
 create or replace function claim_jobs(
     p_worker_id  text,
     p_limit      integer,
     p_queues     text[] default null,
     p_lease_ms   integer default null,
-    p_now        timestamptz default now()
+    p_now        timestamptz default now(),
+    p_task_types text[] default null
 ) returns setof jobs
 language plpgsql
 security definer
@@ -32,6 +34,9 @@ begin
     if p_queues is not null and cardinality(p_queues) = 0 then
         raise exception using errcode = 'QV400', message = 'queues, when given, must name at least one queue';
     end if;
+    if p_task_types is not null and cardinality(p_task_types) = 0 then
+        raise exception using errcode = 'QV400', message = 'task types, when given, must name at least one type';
+    end if;
     if p_now is null or not isfinite(p_now) or p_now >= '9999-01-01' then
         raise exception using errcode = 'QV400',
             message = format('now must be a finite time before the year 9999, got %s', coalesce(p_now::text, 'null'));
@@ -52,7 +57,8 @@ begin
                started_at = p_now,
                locked_by = p_worker_id,
                lease_expires_at = p_now + make_interval(
-                   secs => coalesce(p_lease_ms, (select s.lease_ms from queue_settings s)) / 1000.0)
+                   secs => coalesce(p_lease_ms, (select t.lease_ms from task_type_settings t where t.name = j.type),
+                                    (select s.lease_ms from queue_settings s)) / 1000.0)
          -- The rows picked here are locked by this statement: nothing can change them before the update.
          where j.id = any (array(
                    select r.id
@@ -61,6 +67,7 @@ begin
                       and r.run_at <= p_now
                       and r.attempts < r.max_attempts
                       and (p_queues is null or r.queue = any (p_queues))
+                      and (p_task_types is null or r.type = any (p_task_types))
                     order by r.priority desc, r.run_at, r.id
                     limit p_limit
                       for update skip locked))

@@ -1,12 +1,13 @@
 -- enqueue_job: adds one job (→ pending; notifies pgqw_jobs when it is ready now), or returns the job made before
--- with this idempotency key (the unique constraint decides between concurrent calls). Returns the job and created.
+-- with this idempotency key (the unique constraint decides between concurrent calls). Unset queue, priority and
+-- max_attempts: the task type's (task_type_settings), then the defaults. Returns the job and created.
 -- Raises QV400 (bad argument), QV413 (payload over max_payload_bytes), QI409 (the key was used for another job).
 create or replace function enqueue_job(
     p_type             text,
     p_payload          jsonb,
     p_idempotency_key  text,
-    p_queue            text default 'default',
-    p_priority         integer default 0,
+    p_queue            text default null,
+    p_priority         integer default null,
     p_run_at           timestamptz default null,
     p_max_attempts     integer default null
 ) returns table (
@@ -22,10 +23,18 @@ as $$
 #variable_conflict use_variable
 declare
     v_settings queue_settings;
+    v_type task_type_settings;
+    v_queue text;
+    v_priority integer;
     v_job jobs;
     v_created boolean;
 begin
     select * into v_settings from queue_settings;
+    -- Unset queue, priority and max_attempts: the task type's (a DBA's value, else the code's), then
+    -- the defaults. A type no worker registered yet takes the defaults.
+    select * into v_type from task_type_settings t where t.name = p_type;
+    v_queue := coalesce(p_queue, v_type.queue, 'default');
+    v_priority := coalesce(p_priority, v_type.priority, 0);
     if p_type is null or p_type !~ '\S' or length(p_type) > 100 then
         raise exception using errcode = 'QV400',
             message = 'type must be a non-empty text of at most 100 characters';
@@ -46,12 +55,9 @@ begin
             message = 'idempotency key must be 1 to 255 visible ASCII characters (! to ~, no spaces)',
             detail = format('got %s characters', coalesce(length(p_idempotency_key)::text, 'null'));
     end if;
-    if p_queue is null or p_queue !~ '\S' or length(p_queue) > 100 then
+    if v_queue !~ '\S' or length(v_queue) > 100 then
         raise exception using errcode = 'QV400',
             message = 'queue must be a non-empty text of at most 100 characters';
-    end if;
-    if p_priority is null then
-        raise exception using errcode = 'QV400', message = 'priority must not be null';
     end if;
     if p_max_attempts is not null and (p_max_attempts < 1 or p_max_attempts > 1000) then
         raise exception using errcode = 'QV400',
@@ -60,8 +66,8 @@ begin
 
     loop
         insert into jobs as j (type, payload, max_attempts, idempotency_key, queue, priority, run_at)
-        values (p_type, p_payload, coalesce(p_max_attempts, v_settings.max_attempts),
-                p_idempotency_key, p_queue, p_priority, coalesce(p_run_at, now()))
+        values (p_type, p_payload, coalesce(p_max_attempts, v_type.max_attempts, v_settings.max_attempts),
+                p_idempotency_key, v_queue, v_priority, coalesce(p_run_at, now()))
         on conflict on constraint jobs_idempotency_key_key do nothing
         returning j.* into v_job;
         v_created := found;
@@ -72,8 +78,12 @@ begin
         -- It was deleted in between: try the insert again.
     end loop;
 
+    -- The same request again returns the job. A queue or priority the request leaves unset is not
+    -- compared: the job took the type's value when it was made, and a DBA or a new release may have
+    -- changed the type's since, which does not make the repeated request a different one.
     if not v_created and (v_job.type <> p_type or v_job.payload <> p_payload
-                          or v_job.queue <> p_queue or v_job.priority <> p_priority) then
+                          or (p_queue is not null and v_job.queue <> p_queue)
+                          or (p_priority is not null and v_job.priority <> p_priority)) then
         raise exception using errcode = 'QI409',
             message = format('idempotency key %L was already used for a different job', p_idempotency_key),
             detail = format('existing job %s has type %s in queue %s; the key may only be reused for the same job',

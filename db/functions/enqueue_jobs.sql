@@ -1,4 +1,4 @@
--- enqueue_jobs: enqueue_job for a JSON array of {type, payload, idempotency_key[, queue, priority, run_at,
+-- enqueue_jobs: enqueue_job for a JSON array of {type, payload, idempotency_key[, queue, priority, run_at or delay_ms,
 -- max_attempts]} in one insert (→ pending), one notification per queue. Returns one row per element, in order.
 -- Raises QV400 (not an array, a bad element, a key twice in the batch), QV413 (payload too large), QI409.
 create or replace function enqueue_jobs(
@@ -48,12 +48,12 @@ begin
       cross join lateral jsonb_each(e.elem) as f(key, value)
      where jsonb_typeof(f.value) <> 'null'
        and ((f.key in ('type', 'idempotency_key', 'queue', 'run_at') and jsonb_typeof(f.value) <> 'string')
-         or (f.key in ('priority', 'max_attempts') and jsonb_typeof(f.value) <> 'number'))
+         or (f.key in ('priority', 'max_attempts', 'delay_ms') and jsonb_typeof(f.value) <> 'number'))
      order by e.n, f.key limit 1;
     if found then
         raise exception using errcode = 'QV400',
             message = format('job %s: %s must be a JSON %s, got %s', v_bad.n, v_bad.key,
-                             case when v_bad.key in ('priority', 'max_attempts') then 'number' else 'string' end,
+                             case when v_bad.key in ('priority', 'max_attempts', 'delay_ms') then 'number' else 'string' end,
                              v_bad.kind);
     end if;
 
@@ -61,16 +61,27 @@ begin
         select array_agg(e.elem ->> 'type' order by e.n),
                array_agg(e.elem -> 'payload' order by e.n),
                array_agg(e.elem ->> 'idempotency_key' order by e.n),
-               array_agg(coalesce(e.elem ->> 'queue', 'default') order by e.n),
-               array_agg(coalesce((e.elem ->> 'priority')::integer, 0) order by e.n),
-               array_agg(coalesce((e.elem ->> 'run_at')::timestamptz, now()) order by e.n),
-               array_agg(coalesce((e.elem ->> 'max_attempts')::integer, v_settings.max_attempts) order by e.n)
+               array_agg(coalesce(e.elem ->> 'queue', t.queue, 'default') order by e.n),
+               array_agg(coalesce((e.elem ->> 'priority')::integer, t.priority, 0) order by e.n),
+               array_agg(coalesce((e.elem ->> 'run_at')::timestamptz,
+                                  now() + make_interval(secs => (e.elem ->> 'delay_ms')::bigint / 1000.0), now())
+                         order by e.n),
+               array_agg(coalesce((e.elem ->> 'max_attempts')::integer, t.max_attempts, v_settings.max_attempts)
+                         order by e.n)
           into v_types, v_payloads, v_keys, v_queues, v_priorities, v_run_ats, v_max_attempts
-          from jsonb_array_elements(p_jobs) with ordinality as e(elem, n);
+          from jsonb_array_elements(p_jobs) with ordinality as e(elem, n)
+          -- Unset queue, priority and max_attempts: the task type's, then the defaults.
+          left join task_type_settings t on t.name = e.elem ->> 'type';
     exception when data_exception then
         raise exception using errcode = 'QV400',
-            message = 'a job has a priority, run_at or max_attempts of the wrong type';
+            message = 'a job has a priority, run_at, delay_ms or max_attempts of the wrong type';
     end;
+    if exists (select 1 from jsonb_array_elements(p_jobs) as e(elem)
+                where (e.elem ? 'run_at' and jsonb_typeof(e.elem -> 'run_at') <> 'null'
+                       and e.elem ? 'delay_ms' and jsonb_typeof(e.elem -> 'delay_ms') <> 'null')
+                   or (e.elem ->> 'delay_ms')::numeric < 0) then
+        raise exception using errcode = 'QV400', message = 'a job gives both run_at and delay_ms, or a negative delay_ms';
+    end if;
     if v_types is null then
         return;  -- an empty array: nothing to do
     end if;
@@ -125,13 +136,17 @@ begin
 
     if cardinality(v_new) < cardinality(v_keys) then
         -- A new statement, a new snapshot: the keys that already existed are read as committed now.
+        -- As in enqueue_job, a queue or priority the element leaves unset is not compared.
         select b.n, b.key, j.id into v_bad
           from unnest(v_types, v_payloads, v_keys, v_queues, v_priorities)
                with ordinality as b(type, payload, key, queue, priority, n)
+          join jsonb_array_elements(p_jobs) with ordinality as e(elem, n) on e.n = b.n
           join jobs j on j.idempotency_key = b.key
           left join unnest(v_new) as c on c.idempotency_key = b.key
          where c.idempotency_key is null
-           and (j.type <> b.type or j.payload <> b.payload or j.queue <> b.queue or j.priority <> b.priority)
+           and (j.type <> b.type or j.payload <> b.payload
+                or (e.elem ->> 'queue' is not null and j.queue <> b.queue)
+                or (e.elem ->> 'priority' is not null and j.priority <> b.priority))
          order by b.n limit 1;
         if found then
             raise exception using errcode = 'QI409',

@@ -1,6 +1,7 @@
--- heartbeat: no status change; extends to now() + p_lease_ms (or queue_settings.lease_ms) the lease of each listed
--- job this worker still holds. Returns (job_id, lease_expires_at) per extended job: a listed job missing
--- from the answer is no longer the worker's. Raises QV400 (blank worker id, null job list, lease below 1 ms).
+-- heartbeat: no status change; extends to now() + p_lease_ms (else the job's task type's lease, else queue_settings',
+-- as claim_jobs grants it) the lease of each listed job this worker still holds. Returns (job_id, lease_expires_at)
+-- per extended job: a listed job missing from the answer is no longer the worker's.
+-- Raises QV400 (blank worker id, null job list, lease below 1 ms).
 create or replace function heartbeat(
     p_worker_id  text,
     p_job_ids    uuid[],
@@ -24,7 +25,8 @@ begin
     return query
     update jobs j
        set lease_expires_at = now() + make_interval(
-               secs => coalesce(p_lease_ms, (select s.lease_ms from queue_settings s)) / 1000.0)
+               secs => coalesce(p_lease_ms, (select t.lease_ms from task_type_settings t where t.name = j.type),
+                                (select s.lease_ms from queue_settings s)) / 1000.0)
      where j.id = any (p_job_ids) and j.status = 'processing' and j.locked_by = p_worker_id
     returning j.id, j.lease_expires_at;
 end;

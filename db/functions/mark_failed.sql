@@ -1,4 +1,5 @@
--- mark_failed: processing → failed (tries left and p_retryable; run_at = now() + backoff_delay) or → dead,
+-- mark_failed: processing → failed (tries left and p_retryable; run_at = now() + backoff_delay with the p_ arguments,
+-- else the task type's backoff, else queue_settings') or → dead (notifies pgqw_finished),
 -- for the attempt this worker holds; its job_attempts row becomes failed with p_error (cut to 10,000 characters).
 -- Returns the job and already_recorded (true: this attempt had already failed with this error, nothing changed).
 -- Raises QV400 (bad argument), QN404 (no such job), QL409 (the attempt is not this worker's, or ended otherwise).
@@ -25,6 +26,7 @@ as $$
 declare
     v_job jobs;
     v_error text;
+    v_type task_type_settings;
 begin
     if p_job_id is null or p_worker_id is null or p_attempt is null or p_retryable is null then
         raise exception using errcode = 'QV400',
@@ -41,11 +43,15 @@ begin
             message = 'backoff base, jitter and maximum delay must not be negative';
     end if;
     v_error := left(p_error, 10000);
+    -- The job's task type's backoff where an argument is null (a type no worker registered: none).
+    select t.* into v_type from jobs k join task_type_settings t on t.name = k.type where k.id = p_job_id;
 
     update jobs j
        set status = case when p_retryable and j.attempts < j.max_attempts then 'failed' else 'dead' end,
            run_at = case when p_retryable and j.attempts < j.max_attempts
-                         then now() + backoff_delay(j.attempts, p_base_ms, p_max_jitter_ms, p_max_delay_ms)
+                         then now() + backoff_delay(j.attempts, coalesce(p_base_ms, v_type.backoff_base_ms),
+                                                    coalesce(p_max_jitter_ms, v_type.backoff_max_jitter_ms),
+                                                    coalesce(p_max_delay_ms, v_type.backoff_max_delay_ms))
                          else j.run_at end,
            finished_at = case when p_retryable and j.attempts < j.max_attempts
                               then null else greatest(now(), j.started_at) end,
@@ -56,6 +62,9 @@ begin
        and j.locked_by = p_worker_id and j.attempts = p_attempt
     returning j.* into v_job;
     if found then
+        if v_job.status = 'dead' then
+            perform pg_notify('pgqw_finished', p_job_id::text);
+        end if;
         update job_attempts a
            set outcome = 'failed', error = v_error, finished_at = greatest(now(), a.started_at)
          where a.job_id = p_job_id and a.attempt = p_attempt;

@@ -1,10 +1,13 @@
--- mark_jobs_succeeded: mark_succeeded for many (p_job_ids[i], p_attempts[i]) of one worker (processing → succeeded).
+-- mark_jobs_succeeded: mark_succeeded for many (p_job_ids[i], p_attempts[i]) of one worker (processing → succeeded),
+-- each with its JSON result p_results[i] (a JSON array; null or a missing element: no result; a pair listed twice:
+-- its first result); notifies pgqw_finished.
 -- Returns each job this worker's attempt succeeded, with already_recorded (true: an earlier call did it);
 -- a pair whose attempt is not this worker's, or ended otherwise, is left alone and missing. Raises QV400.
 create or replace function mark_jobs_succeeded(
     p_worker_id  text,
     p_job_ids    uuid[],
-    p_attempts   integer[]
+    p_attempts   integer[],
+    p_results    jsonb default null
 ) returns table (
     id uuid, type text, payload jsonb, status text, attempts integer, max_attempts integer,
     last_error text, run_at timestamptz, created_at timestamptz, started_at timestamptz,
@@ -24,6 +27,12 @@ begin
         raise exception using errcode = 'QV400',
             message = format('got %s job ids but %s attempts', cardinality(p_job_ids), cardinality(p_attempts));
     end if;
+    if p_results is not null and (jsonb_typeof(p_results) <> 'array'
+                                  or jsonb_array_length(p_results) > cardinality(p_job_ids)) then
+        raise exception using errcode = 'QV400',
+            message = 'results must be a JSON array with at most one element per job id';
+    end if;
+    perform pg_notify('pgqw_finished', '*');
 
     return query
     with done as (
@@ -41,6 +50,16 @@ begin
            set outcome = 'succeeded', finished_at = greatest(now(), a.started_at)
           from done
          where a.job_id = done.id and a.attempt = done.attempts
+    ), stored as (
+        insert into job_results (job_id, content_type, value)
+        select done.id, 'application/json', r.value
+          from done
+          -- The result given with the pair that succeeded; a pair listed twice: the first one given.
+          join (select distinct on (t.job_id, t.attempt) t.job_id, t.attempt, p_results -> (t.n::integer - 1) as value
+                  from unnest(p_job_ids, p_attempts) with ordinality as t(job_id, attempt, n)
+                 where p_results is not null
+                   and coalesce(jsonb_typeof(p_results -> (t.n::integer - 1)), 'null') <> 'null'
+                 order by t.job_id, t.attempt, t.n) r on r.job_id = done.id and r.attempt = done.attempts
     )
     select done.*, false from done
     union all

@@ -1,5 +1,6 @@
 -- queue_stats: the queue's numbers for psql and /metrics: jobs per queue and status, age of the oldest ready job,
--- attempts per outcome, worker events; every series present, 0 when empty. No state change.
+-- attempts per outcome, worker events, live workers, ready jobs no live worker can take (by queue and type);
+-- every fixed series present, 0 when empty. No state change.
 -- Returns (metric, queue, label, value) rows. Raises nothing of its own.
 create or replace function queue_stats()
 returns table (metric text, queue text, label text, value double precision)
@@ -36,5 +37,16 @@ as $$
         union all select 'swept', (select sum(a.n) from attempts a where a.abandon_reason = 'lease_expired')
         union all select 'handed_back', (select sum(a.n) from attempts a where a.abandon_reason = 'handed_back')
       ) e
+    union all
+    -- Ready jobs no live worker can take: of a type no live worker registered, or in a queue none takes.
+    select 'waiting_without_worker', r.queue, r.type, count(*)::double precision
+      from jobs r
+     where r.status in ('pending', 'failed') and r.attempts < r.max_attempts and r.run_at <= now()
+       and not exists (select 1 from workers w
+                        where w.expires_at > now() and r.type = any (w.task_types)
+                          and (w.queues is null or r.queue = any (w.queues)))
+     group by r.queue, r.type
+    union all
+    select 'workers_alive', null, null, (select count(*) from workers w where w.expires_at > now())::double precision
     order by 1, 2 nulls first, 3;
 $$;

@@ -48,8 +48,10 @@ begin
      order by stuck.lease_expires_at, stuck.id;
 
     if found then
-        -- Wake workers of every queue ('*'): some swept jobs are ready again.
+        -- Wake workers of every queue ('*'): some swept jobs are ready again; and whoever waits for a
+        -- job to end: some may be dead now.
         perform pg_notify('pgqw_jobs', '*');
+        perform pg_notify('pgqw_finished', '*');
     end if;
 end;
 $$;

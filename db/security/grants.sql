@@ -27,10 +27,11 @@ declare
     -- Every function in db/functions, one name each (none is overloaded).
     v_functions constant text := 'backoff_delay, claim_job, claim_jobs, enqueue_job, enqueue_jobs, heartbeat, '
         'mark_failed, mark_jobs_succeeded, mark_succeeded, queue_stats, raise_job_not_held, release_job, '
-        'report_concurrency, report_double_runs, report_latest_jobs, report_timeline, retry_dead, '
-        'save_flyer, sweep_stuck';
+        'register_task_types, register_worker, report_concurrency, report_double_runs, report_latest_jobs, '
+        'report_timeline, retry_dead, stop_worker, sweep_stuck';
     -- schema_migrations is pgqw migrate's ledger; a database installed with psql alone has none.
-    v_tables constant text := 'jobs, job_attempts, flyers, queue_settings'
+    v_tables constant text := 'jobs, job_attempts, job_results, flyers, queue_settings, task_types, '
+        'task_type_settings, workers'
         || case when to_regclass('schema_migrations') is null then '' else ', schema_migrations' end;
     v_role text;
     v_grant record;
@@ -51,21 +52,26 @@ begin
         select g.role, g.privilege from (values
             -- The API: POST /api/jobs, POST .../retry, GET /metrics; the job, attempt and flyer reads.
             ('pgqw_api', 'execute on function enqueue_job, enqueue_jobs, retry_dead, queue_stats'),
-            ('pgqw_api', 'select on table jobs, job_attempts, flyers'),
-            -- Workers. jobs: a job read back after a lost reply; flyers: a flyer made before is not made
-            -- again; queue_settings: lease_ms read at start.
+            ('pgqw_api', 'select on table jobs, job_attempts, job_results, flyers, task_types, task_type_settings, '
+                         'workers'),
+            -- Workers: the functions of their work, and no table. Every answer they need comes from the
+            -- functions (the lease a claim granted, already_recorded after a lost reply).
             ('pgqw_worker', 'execute on function claim_job, claim_jobs, heartbeat, mark_succeeded, '
-                            'mark_jobs_succeeded, mark_failed, release_job, sweep_stuck, save_flyer'),
-            ('pgqw_worker', 'select on table jobs, flyers, queue_settings'),
+                            'mark_jobs_succeeded, mark_failed, release_job, sweep_stuck, register_task_types, '
+                            'register_worker, stop_worker'),
             -- Operators (pgqw report, pgqw check-idempotency, psql): every function but the internal
             -- raise_job_not_held, every table read, the settings changed. Still no direct write to jobs
             -- or job_attempts: a repair goes through the functions too.
             ('pgqw_admin', 'execute on function backoff_delay, claim_job, claim_jobs, enqueue_job, '
                            'enqueue_jobs, heartbeat, mark_failed, mark_jobs_succeeded, mark_succeeded, '
-                           'queue_stats, release_job, report_concurrency, report_double_runs, '
-                           'report_latest_jobs, report_timeline, retry_dead, save_flyer, sweep_stuck'),
+                           'queue_stats, register_task_types, register_worker, release_job, report_concurrency, '
+                           'report_double_runs, report_latest_jobs, report_timeline, retry_dead, stop_worker, '
+                           'sweep_stuck'),
             ('pgqw_admin', format('select on table %s', v_tables)),
-            ('pgqw_admin', 'update on table queue_settings')
+            -- A DBA's settings: queue_settings, and the plain (not code_*) columns of a task type.
+            ('pgqw_admin', 'update on table queue_settings'),
+            ('pgqw_admin', 'update (queue, priority, max_attempts, backoff_base_ms, backoff_max_delay_ms, '
+                           'backoff_max_jitter_ms, lease_ms) on table task_types')
         ) as g(role, privilege)
         where to_regrole(g.role) is not null
     loop

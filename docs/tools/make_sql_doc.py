@@ -142,18 +142,19 @@ Functions, their arguments and the state change each makes:
 
 | function | state change | raises |
 |---|---|---|
-| `enqueue_job(type, payload, idempotency_key, queue, priority, run_at, max_attempts)` | → pending | QV400, QV413, QI409 |
+| `enqueue_job(type, payload, idempotency_key, queue, priority, run_at, max_attempts)` | → pending (unset queue, priority, max_attempts: the task type's, then the defaults) | QV400, QV413, QI409 |
 | `enqueue_jobs(jobs jsonb)` | → pending, many in one call | QV400, QV413, QI409 |
-| `claim_job(worker_id, queues, lease_ms, now)` | pending/failed → processing | QV400 |
-| `claim_jobs(worker_id, limit, queues, lease_ms, now)` | the same, up to `limit` jobs | QV400 |
+| `claim_job(worker_id, queues, lease_ms, now, task_types)` | pending/failed → processing (only `task_types` when given) | QV400 |
+| `claim_jobs(worker_id, limit, queues, lease_ms, now, task_types)` | the same, up to `limit` jobs | QV400 |
 | `heartbeat(worker_id, job_ids, lease_ms)` | extends leases | QV400 |
-| `mark_succeeded(job_id, worker_id, attempt)` | processing → succeeded | QV400, QN404, QL409 |
-| `mark_jobs_succeeded(worker_id, job_ids, attempts)` | the same for many | QV400 |
+| `mark_succeeded(job_id, worker_id, attempt, result_type, result_value, result_data)` | processing → succeeded, with its result in `job_results` | QV400, QN404, QL409 |
+| `mark_jobs_succeeded(worker_id, job_ids, attempts, results)` | the same for many, JSON results | QV400 |
 | `mark_failed(job_id, worker_id, attempt, error, retryable, base_ms, max_jitter_ms, max_delay_ms)` | processing → failed (backoff) or dead | QV400, QN404, QL409 |
 | `release_job(job_id, worker_id, attempt, reason)` | processing → pending (handed back) | QV400, QN404, QL409 |
 | `sweep_stuck(now)` | expired processing → pending, or dead | QV400 |
 | `retry_dead(job_id, extra_attempts)` | dead → pending | QV400, QN404, QS409 |
-| `save_flyer(job_id, pdf)` | stores the output once | QV400, QN404 |
+| `register_task_types(types jsonb)` | upserts task types: schema and `code_*` defaults (never a DBA's columns) | QV400 |
+| `register_worker(worker_id, task_types, queues, concurrency, hostname, pid, ttl_ms)`, `stop_worker(worker_id)` | a worker's presence | QV400 |
 | `backoff_delay(attempt, base_ms, max_jitter_ms, max_delay_ms, jitter)` | none | QV400 |
 | `queue_stats()`, `report_timeline(job_id)`, `report_concurrency(prefix)`, `report_double_runs(prefix)`, `report_latest_jobs(limit)` | none (reads) | QV400, QN404 |
 

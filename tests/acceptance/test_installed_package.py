@@ -7,21 +7,28 @@ temporary folder as their working directory and no PYTHONPATH.
 """
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 import urllib.request
 import uuid
 import zipfile
 from pathlib import Path
 
+import psycopg
 import pytest
 
+from pgqw import client
+
 ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "docs" / "examples"
 pytestmark = pytest.mark.timeout(600)
 
 
@@ -116,3 +123,59 @@ def test_installed_package_runs_a_job_end_to_end(installed: Path, empty_db_url: 
         for p in (worker, api):
             p.terminate()
             p.wait(timeout=30)
+
+
+class _Hook(http.server.BaseHTTPRequestHandler):
+    """A local webhook receiver: records each call, answers 200 with a small JSON body."""
+
+    calls: list[tuple[str, dict, str]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _Hook.calls.append((self.path, body, self.headers["Idempotency-Key"]))
+        answer = json.dumps({"received": True}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_installed_worker_runs_an_applications_own_task(installed: Path, empty_db_url: str) -> None:
+    """The README's example: a task type defined in the application's own module (docs/examples/
+    webhook_tasks.py), enqueued in the application's own transaction, run by the installed
+    `pgqw worker --tasks webhook_tasks`, its result fetched."""
+    home = installed.parent.parent
+    shutil.copy(EXAMPLES / "webhook_tasks.py", home / "webhook_tasks.py")
+    _run([str(installed / "pgqw"), "migrate"], cwd=home, env=_env(empty_db_url))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    worker = subprocess.Popen([str(installed / "pgqw"), "worker", "--id", "app-worker", "--tasks", "webhook_tasks"],
+                              cwd=home, env=_env(empty_db_url), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+    try:
+        assert worker.stdout is not None
+        started = worker.stdout.readline()
+        assert "worker started" in started and "tasks call_webhook" in started, started
+        sys.path.insert(0, str(EXAMPLES))
+        try:
+            from webhook_tasks import Webhook, call_webhook  # the application's module, as it imports it
+        finally:
+            sys.path.remove(str(EXAMPLES))
+        with psycopg.connect(empty_db_url) as app:  # the application's own transaction
+            app.execute("create table orders (id int primary key)")
+            app.execute("insert into orders values (7)")
+            job = call_webhook.enqueue(app, Webhook(url=f"http://127.0.0.1:{server.server_port}/hook",
+                                                    body={"order": 7}), idempotency_key="order-7")
+        with psycopg.connect(empty_db_url, autocommit=True) as conn:
+            done = client.wait(conn, job.id, timeout=60)
+            assert done.status == "succeeded", done
+            assert client.result(conn, job.id) == {"status": 200, "body": {"received": True}}
+        assert _Hook.calls == [("/hook", {"order": 7}, str(job.id))]
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+        server.shutdown()

@@ -1,4 +1,4 @@
-"""Jobs driven into each status through the real stored functions (claim_job, mark_*, save_flyer).
+"""Jobs driven into each status through the real stored functions (enqueue_job, claim_job, mark_*).
 
 Each job gets a queue of its own, so claiming it cannot take another test job."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import psycopg
 from pgqw import db
 from tests.helpers import LISTING
 
-# A small but real PDF (one empty page); save_flyer only checks the %PDF- prefix.
+# A small but real PDF (one empty page): the result a listing_flyer job stores with its success.
 PDF = (
     b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n"
     b"2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n"
@@ -55,7 +55,8 @@ def dead(conn: psycopg.Connection, errors: tuple[str, ...] = ("boom",), **kwargs
 
 
 def succeeded(conn: psycopg.Connection, pdf: bytes | None = PDF, **kwargs: Any) -> db.Job:
+    """Succeeded with the PDF as its result (stored by mark_succeeded, with the success); pdf=None:
+    succeeded without a result."""
     job = processing(conn, **kwargs)
-    if pdf is not None:
-        assert db.save_flyer(conn, job_id=job.id, pdf=pdf)
-    return db.mark_succeeded(conn, job_id=job.id, worker_id=job.locked_by or "", attempt=job.attempts)
+    return db.mark_succeeded(conn, job_id=job.id, worker_id=job.locked_by or "", attempt=job.attempts,
+                             result=("application/pdf", None, pdf) if pdf is not None else None)

@@ -20,6 +20,7 @@ from pgqw.app import auth, close_pool, create_app
 from tests.lab import ROOT
 from tests.api.conftest import CheckedClient
 from tests.api.live import Process
+from tests.api.openapi_check import OPENAPI
 from tests.helpers import LISTING, enqueue
 
 WRITE = "write-token-0123456789abcdef"
@@ -51,6 +52,7 @@ def job_count(db_url: str) -> int:
         return conn.execute("select count(*) from jobs").fetchone()[0]
 
 
+ROUTE_ID = "6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f"
 ROUTES = [
     ("GET", "/api/jobs"),
     ("POST", "/api/jobs"),
@@ -58,9 +60,16 @@ ROUTES = [
     ("GET", "/api/jobs/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/attempts"),
     ("POST", "/api/jobs/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/retry"),
     ("GET", "/api/jobs/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/flyer"),
+    ("GET", "/api/jobs/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/result"),
+    ("GET", "/api/task-types"),
     ("GET", "/api/stats"),
     ("GET", "/api/openapi.json"),
 ]
+
+
+def test_auth_routes_list_every_documented_operation() -> None:
+    documented = {(method.upper(), path) for path, item in OPENAPI["paths"].items() for method in item}
+    assert {(method, path.replace(ROUTE_ID, "{id}")) for method, path in ROUTES} == documented
 
 
 @pytest.mark.parametrize("method,path", ROUTES)
@@ -111,6 +120,7 @@ def test_auth_read_token_reads_but_cannot_write(c: FlaskClient, db_url: str) -> 
                      "where id = %s", [job.id])
     assert c.get("/api/jobs", headers=bearer(READ)).status_code == 200
     assert c.get(f"/api/jobs/{job.id}/attempts", headers=bearer(READ)).status_code == 200
+    assert c.get("/api/task-types", headers=bearer(READ)).status_code == 200
 
     r = c.post("/api/jobs", json=BODY, headers={"Idempotency-Key": "k-read", **bearer(READ)})
     assert r.status_code == 403

@@ -83,13 +83,15 @@ def test_database_error_nobody_expected_is_500_with_the_message_hidden(
     client: FlaskClient, conn: psycopg.Connection, caplog: pytest.LogCaptureFixture
 ) -> None:
     job = states.succeeded(conn)
-    conn.execute("drop table flyers")
-    with caplog.at_level(logging.ERROR):
-        r = client.get(f"/api/jobs/{job.id}/flyer")
-    error = error_of(r, 500)
-    assert error["code"] == "internal_error"
-    assert "flyers" not in r.get_data(as_text=True) and "42P01" not in r.get_data(as_text=True)
-    assert "flyers" in caplog.text  # the real cause is in the log
+    conn.execute("drop table job_results cascade")  # and the flyers view made from it
+    for path in (f"/api/jobs/{job.id}/flyer", f"/api/jobs/{job.id}/result"):
+        caplog.clear()
+        with caplog.at_level(logging.ERROR):
+            r = client.get(path)
+        error = error_of(r, 500)
+        assert error["code"] == "internal_error"
+        assert "job_results" not in r.get_data(as_text=True) and "42P01" not in r.get_data(as_text=True)
+        assert "job_results" in caplog.text  # the real cause is in the log
 
 
 def test_python_exception_is_500_with_the_message_hidden(app: Flask, caplog: pytest.LogCaptureFixture) -> None:

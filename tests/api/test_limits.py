@@ -1,6 +1,7 @@
 """The API's limits, each a clear 4xx that changes nothing, and held by the database where it owns
 the rule: idempotency-key length and charset (constraint jobs_idempotency_key_charset), payload size
-(queue_settings.max_payload_bytes, QV413). Body size and page size: tests/api/test_create.py and
+(queue_settings.max_payload_bytes, QV413); and the API's own where only it can hold them: how deeply a
+body nests, the range of run_at. Body size and page size: tests/api/test_create.py and
 tests/api/test_read.py."""
 from __future__ import annotations
 
@@ -65,3 +66,48 @@ def test_limits_constraint_violation_is_a_400_naming_the_rule(client: FlaskClien
     assert error["code"] == "constraint_violated"
     assert error["details"] == {"sqlstate": "23514", "constraint": "jobs_queue_no_test"}
     assert conn.execute("select count(*) from jobs").fetchone()[0] == 0
+
+
+def nested(depth: int) -> str:
+    """A body whose payload holds arrays nested so that the body is depth levels deep."""
+    inner = depth - 2  # the body and the payload are two levels
+    return json.dumps({"type": "noop", "payload": {"a": "@"}}).replace('"@"', "[" * inner + "]" * inner)
+
+
+def test_limits_body_nested_100_levels_is_accepted(client: FlaskClient) -> None:
+    r = client.post("/api/jobs", data=nested(100), content_type="application/json",
+                    headers={"Idempotency-Key": "deep-100"})
+    assert r.status_code == 202
+
+
+@pytest.mark.parametrize("depth", [101, 500, 940, 990])
+def test_limits_body_nested_deeper_is_400_never_500(shared_client: FlaskClient, unchanged: None,
+                                                     depth: int) -> None:
+    # Near the interpreter's recursion limit such a body used to parse, then fail to be stored: a 500.
+    r = shared_client.post("/api/jobs", data=nested(depth), content_type="application/json",
+                           headers={"Idempotency-Key": f"deep-{depth}"})
+    assert r.status_code == 400
+    assert r.get_json()["error"]["code"] == "invalid_json"
+
+
+@pytest.mark.parametrize("run_at", [
+    "0001-01-01T00:00:00+14:00",  # year 0 in UTC
+    "9999-12-31T23:59:59-14:00",  # year 10000 in UTC
+    "1969-12-31T23:59:59Z",
+    "9999-06-01T00:00:00Z",
+])
+def test_limits_run_at_out_of_range_is_422_never_500(shared_client: FlaskClient, unchanged: None,
+                                                      run_at: str) -> None:
+    # A time that PostgreSQL stores but psycopg cannot read back (before year 1 or after 9999 in the
+    # session's time zone) used to be a 500 after the insert.
+    r = shared_client.post("/api/jobs", json={**BODY, "run_at": run_at}, headers={"Idempotency-Key": "far"})
+    assert r.status_code == 422
+    assert r.get_json()["error"]["details"] == [
+        {"field": "run_at", "problem": "must be between 1970-01-01T00:00:00Z and 9999-01-01T00:00:00Z"}]
+
+
+@pytest.mark.parametrize("run_at", ["1970-01-01T00:00:00Z", "9998-12-31T23:59:59+14:00"])
+def test_limits_run_at_at_the_ends_of_its_range_is_accepted(client: FlaskClient, run_at: str) -> None:
+    r = client.post("/api/jobs", json={**BODY, "run_at": run_at}, headers={"Idempotency-Key": "edge"})
+    assert r.status_code == 202
+    assert client.get(f"/api/jobs/{r.get_json()['data']['id']}").status_code == 200

@@ -1,5 +1,6 @@
 """The API served for real (`pgqw api` with waitress, in a subprocess): the same key sent 100 times at
-once makes one job; a chunked body over the limit is refused; SIGTERM ends the server cleanly."""
+once makes one job; a chunked body over the limit is refused; a task type registered while it runs is
+accepted; SIGTERM ends the server cleanly."""
 from __future__ import annotations
 
 import http.client
@@ -13,6 +14,7 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 
+from pgqw import db
 from tests.api.live import serve_api
 from tests.helpers import LISTING, rows
 
@@ -104,3 +106,21 @@ def test_served_page_and_openapi(server: str) -> None:
         assert r.status == 200 and "Make a flyer" in r.read().decode()
     with urllib.request.urlopen(f"{server}/api/openapi.json", timeout=10) as r:
         assert json.load(r)["openapi"] == "3.1.0"
+
+
+def test_served_api_takes_a_task_type_registered_while_it_runs(server: str, conn: psycopg.Connection) -> None:
+    """The server holds no code of the type: a registration in the table is enough, without a restart."""
+    body = json.dumps({"type": "send_receipt", "payload": {"order": 42}}).encode()
+    status, answer = post_job(server, "receipt-42", body)
+    assert status == 422
+    assert answer["error"]["details"] == [
+        {"field": "type", "problem": "must be a registered task type: listing_flyer, noop"}]
+    db.register_task_types(conn, types=[{"name": "send_receipt", "payload_schema": {
+        "type": "object", "required": ["order"], "properties": {"order": {"type": "integer"}}}}])
+    status, answer = post_job(server, "receipt-42", body)  # a refused request did not use up its key
+    assert status == 202 and answer["data"]["type"] == "send_receipt"
+    with urllib.request.urlopen(f"{server}/api/openapi.json", timeout=10) as r:
+        doc = json.load(r)
+    assert {v["properties"]["type"]["const"] for v in doc["components"]["schemas"]["CreateJob"]["oneOf"]} \
+        == {"listing_flyer", "noop", "send_receipt"}
+    assert doc["components"]["schemas"]["Payload.send_receipt"]["required"] == ["order"]

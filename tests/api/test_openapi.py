@@ -8,8 +8,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from jsonschema import Draft202012Validator
 
-from pgqw.app.openapi import OPENAPI
-from tests.api.openapi_check import openapi_path
+from tests.api.openapi_check import OPENAPI, openapi_path
 
 IGNORED_METHODS = {"HEAD", "OPTIONS"}
 
@@ -87,21 +86,43 @@ def test_openapi_operations_are_complete() -> None:
     assert len(operation_ids) == len(set(operation_ids))
 
 
-def test_openapi_listing_schema_matches_the_validator() -> None:
-    """The documented payload and pgqw.listing agree on an example and on a refusal."""
+def test_openapi_payload_schemas_are_the_registered_models() -> None:
+    """The request body is made from the task types' payload models: the listing schema accepts the
+    example and refuses what the model refuses."""
     from jsonschema import ValidationError
 
-    from pgqw.listing import validate_listing
+    from pgqw.demo import Listing
+    from pgqw.listing import EXAMPLE_LISTING
 
-    schema = {"$ref": "#/components/schemas/Listing", "components": OPENAPI["components"]}
-    example = OPENAPI["components"]["schemas"]["Listing"]["example"]
-    Draft202012Validator(schema).validate(example)
-    assert validate_listing(example) == []
-    bad = {**example, "currency": "XXX"}
-    assert validate_listing(bad)
+    schema = {"$ref": "#/components/schemas/Payload.listing_flyer", "components": OPENAPI["components"]}
+    Draft202012Validator(schema).validate(EXAMPLE_LISTING)
+    Listing.model_validate(EXAMPLE_LISTING)
+    bad = {**EXAMPLE_LISTING, "currency": "XXX"}
+    try:
+        Listing.model_validate(bad)
+    except Exception:  # noqa: BLE001 - pydantic's ValidationError
+        pass
+    else:
+        raise AssertionError("the model accepts a currency it should refuse")
     try:
         Draft202012Validator(schema).validate(bad)
     except ValidationError:
         pass
     else:
-        raise AssertionError("the schema accepts a currency the validator refuses")
+        raise AssertionError("the schema accepts a currency the model refuses")
+    variants = OPENAPI["components"]["schemas"]["CreateJob"]["oneOf"]
+    assert {v["properties"]["type"]["const"] for v in variants} == {"listing_flyer", "noop"}
+
+
+def test_openapi_task_types_whose_names_sanitise_alike_keep_their_own_payloads() -> None:
+    """A component name holds only A-Z a-z 0-9 . _ -: "send email" must not take send_email's place."""
+    from pgqw.app.openapi import create_job_schemas
+
+    schemas = create_job_schemas([("send email", {"type": "object", "required": ["a"]}, None),
+                                  ("send_email", {"type": "object", "required": ["b"]}, None)])
+    refs = {v["properties"]["type"]["const"]: v["properties"]["payload"]["$ref"]
+            for v in schemas["CreateJob"]["oneOf"]}
+    assert refs == {"send_email": "#/components/schemas/Payload.send_email",
+                    "send email": "#/components/schemas/Payload.send_email_2"}
+    assert schemas["Payload.send_email"]["required"] == ["b"]
+    assert schemas["Payload.send_email_2"]["required"] == ["a"]

@@ -75,7 +75,7 @@ def test_get_job_unknown_id_returns_404(shared_client: FlaskClient, unchanged: N
     ["abc", "1", "00000000-0000-0000-0000-00000000000g", "x" * 5000, "%00", "%F0%9F%8F%A0", "'; drop table jobs;--",
      "4765e09c-7b4c-46ee-90f5-19230a0e8955x", "null"],
 )
-@pytest.mark.parametrize("suffix", ["", "/attempts", "/flyer"])
+@pytest.mark.parametrize("suffix", ["", "/attempts", "/flyer", "/result"])
 def test_get_job_malformed_id_returns_404(
     shared_client: FlaskClient, unchanged: None, bad_id: str, suffix: str
 ) -> None:

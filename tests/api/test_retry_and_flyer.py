@@ -1,4 +1,4 @@
-"""POST /api/jobs/:id/retry (retry_dead) and GET /api/jobs/:id/flyer."""
+"""POST /api/jobs/:id/retry (retry_dead) and GET /api/jobs/:id/flyer (the PDF result of a listing_flyer job)."""
 from __future__ import annotations
 
 import uuid
@@ -96,15 +96,54 @@ def test_flyer_before_the_job_succeeded_returns_404(
     assert error["code"] == "flyer_not_ready" and error["details"] == {"status": job.status}
 
 
-def test_flyer_saved_but_job_not_yet_marked_succeeded_returns_404(
-    client: FlaskClient, conn: psycopg.Connection
+@pytest.mark.parametrize("make", [states.processing, states.failed, states.dead],
+                         ids=["processing", "failed", "dead"])
+def test_job_not_succeeded_has_no_stored_result_and_serves_none(
+    client: FlaskClient, conn: psycopg.Connection, make: Callable[[psycopg.Connection], db.Job]
 ) -> None:
-    """The worker stores the PDF, then marks the job; between the two the flyer is not served."""
+    """A result is stored only by mark_succeeded, with the success: a job that is running, failed or
+    dead has no job_results row, and neither /flyer nor /result serves anything for it."""
+    job = make(conn)
+    assert db.get_result(conn, job_id=job.id) is None
+    assert db.count_flyers(conn, job_id=job.id) == 0
+    r = client.get(f"/api/jobs/{job.id}/flyer")
+    assert r.status_code == 404 and r.get_json()["error"]["code"] == "flyer_not_ready"
+    r = client.get(f"/api/jobs/{job.id}/result")
+    assert r.status_code == 404 and r.get_json()["error"]["code"] == "result_not_ready"
+    assert r.get_json()["error"]["details"] == {"status": job.status}
+
+
+def test_flyer_is_served_from_the_moment_the_success_is_recorded(client: FlaskClient, conn: psycopg.Connection) -> None:
+    """The PDF and the success commit together (mark_succeeded): there is no moment with one and not
+    the other."""
     job = states.processing(conn)
-    db.save_flyer(conn, job_id=job.id, pdf=states.PDF)
     assert client.get(f"/api/jobs/{job.id}/flyer").status_code == 404
-    db.mark_succeeded(conn, job_id=job.id, worker_id=job.locked_by or "", attempt=job.attempts)
-    assert client.get(f"/api/jobs/{job.id}/flyer").status_code == 200
+    db.mark_succeeded(conn, job_id=job.id, worker_id=job.locked_by or "", attempt=job.attempts,
+                      result=("application/pdf", None, states.PDF))
+    r = client.get(f"/api/jobs/{job.id}/flyer")
+    assert r.status_code == 200 and r.data == states.PDF
+    assert client.get(f"/api/jobs/{job.id}/result").data == states.PDF
+
+
+def test_flyer_of_a_job_that_succeeded_without_a_pdf_returns_404(client: FlaskClient, conn: psycopg.Connection) -> None:
+    job = states.succeeded(conn, pdf=None)
+    r = client.get(f"/api/jobs/{job.id}/flyer")
+    assert r.status_code == 404
+    assert r.get_json()["error"]["code"] == "flyer_not_ready"
+    assert r.get_json()["error"]["details"] == {"status": "succeeded"}
+
+
+def test_result_of_a_job_that_failed_once_is_stored_by_its_retry(client: FlaskClient, conn: psycopg.Connection) -> None:
+    """The failed attempt stored nothing; the attempt that succeeded stores the result."""
+    job = states.pending(conn, max_attempts=3)
+    first = db.claim_job(conn, worker_id="w-1", queues=[job.queue])
+    assert first is not None
+    db.mark_failed(conn, job_id=job.id, worker_id="w-1", attempt=1, error="flaky", base_ms=0, max_jitter_ms=0)
+    assert db.get_result(conn, job_id=job.id) is None
+    second = db.claim_job(conn, worker_id="w-2", queues=[job.queue])
+    assert second is not None and second.attempts == 2
+    db.mark_succeeded(conn, job_id=job.id, worker_id="w-2", attempt=2, result=("application/pdf", None, states.PDF))
+    assert client.get(f"/api/jobs/{job.id}/flyer").data == states.PDF
 
 
 def test_flyer_of_an_unknown_job_returns_404(shared_client: FlaskClient, unchanged: None) -> None:
@@ -120,9 +159,9 @@ def test_flyer_of_a_real_rendered_listing_is_a_readable_pdf(client: FlaskClient,
     from pgqw.worker.flyer import render_flyer
 
     job = states.processing(conn)
-    db.save_flyer(conn, job_id=job.id, pdf=render_flyer(job.payload, job_id=str(job.id),
-                                                           flyer_url=f"http://x/api/jobs/{job.id}/flyer"))
-    db.mark_succeeded(conn, job_id=job.id, worker_id=job.locked_by or "", attempt=job.attempts)
+    pdf = render_flyer(job.payload, job_id=str(job.id), flyer_url=f"http://x/api/jobs/{job.id}/flyer")
+    db.mark_succeeded(conn, job_id=job.id, worker_id=job.locked_by or "", attempt=job.attempts,
+                      result=("application/pdf", None, pdf))
     r = client.get(f"/api/jobs/{job.id}/flyer")
     text = pypdf.PdfReader(io.BytesIO(r.data)).pages[0].extract_text()
     assert "3-bedroom apartment in" in text and "₦2,700,000" in text and str(job.id) in text

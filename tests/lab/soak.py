@@ -212,7 +212,7 @@ LOG_EVENTS = {
 
 def count_log_events(paths: Sequence[Path]) -> dict[str, int]:
     counts = {k: 0 for k in LOG_EVENTS}
-    counts["already"] = 0
+    counts["already"] = 0   # results recorded by an earlier try whose reply was lost
     pattern = re.compile(r"^\S+Z \[[^\]]+\] (ignored late result|lost|swept|db error|listen)\b")
     for path in paths:
         try:
@@ -223,7 +223,7 @@ def count_log_events(paths: Sequence[Path]) -> dict[str, int]:
             m = pattern.match(line)
             if m:
                 counts[m.group(1)] += 1
-            if "] success " in line and "flyer already existed" in line:
+            if "] success " in line and "recorded by an earlier try whose reply was lost" in line:
                 counts["already"] += 1
     return counts
 
@@ -639,7 +639,7 @@ class Soak:
             ("attempts abandoned: handed back", outcomes["handed_back"]),
             ("worker processes run", f"{len(worker_ids)} ({', '.join(worker_ids)})"),
             *((LOG_EVENTS[k], events[k]) for k in LOG_EVENTS),
-            ("retries that found the flyer already saved", events["already"]),
+            ("successes recorded by a try whose reply was lost", events["already"]),
             *([("server restarts: stop to accepting connections again",
                 ", ".join(f"{s:.1f}s" for s in f.restart_down_s))] if f.restart_down_s else []),
         ]))

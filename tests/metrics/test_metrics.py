@@ -53,3 +53,31 @@ def test_metrics_match_queue_stats_exactly(app: Flask, conn: psycopg.Connection)
     for stat in db.queue_stats(conn):
         if stat.metric == "jobs":
             assert samples[("pgqw_jobs", (("queue", stat.queue), ("status", stat.label)))] == stat.value
+        elif stat.metric == "waiting_without_worker":
+            assert samples[("pgqw_jobs_waiting_without_worker", (("queue", stat.queue), ("type", stat.label)))] \
+                == stat.value
+        elif stat.metric == "workers_alive":
+            assert samples[("pgqw_workers_alive", ())] == stat.value
+
+
+def test_metrics_report_workers_alive_and_jobs_no_live_worker_can_take(app: Flask, conn: psycopg.Connection) -> None:
+    # w1 takes listing_flyer jobs of the default queue; w2 took noop jobs too but has stopped.
+    db.register_worker(conn, worker_id="w1", task_types=["listing_flyer"], queues=["default"])
+    db.register_worker(conn, worker_id="w2", task_types=["listing_flyer", "noop"])
+    db.stop_worker(conn, worker_id="w2")
+    enqueue(conn)  # listing_flyer in default: w1 can take it
+    enqueue(conn, queue="emails")  # a queue w1 does not take
+    enqueue(conn, queue="emails")
+    enqueue(conn, type="noop", payload={})  # a type no live worker registered
+    samples = _samples(app.test_client().get("/metrics").get_data(as_text=True))
+    assert samples[("pgqw_workers_alive", ())] == 1
+    stranded = {labels: value for (name, labels), value in samples.items()
+                if name == "pgqw_jobs_waiting_without_worker"}
+    assert stranded == {(("queue", "emails"), ("type", "listing_flyer")): 2,
+                        (("queue", "default"), ("type", "noop")): 1}
+
+
+def test_metrics_with_no_worker_and_no_job(app: Flask) -> None:
+    samples = _samples(app.test_client().get("/metrics").get_data(as_text=True))
+    assert samples[("pgqw_workers_alive", ())] == 0
+    assert not [name for name, _ in samples if name == "pgqw_jobs_waiting_without_worker"]

@@ -4,12 +4,17 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from tests.helpers import enqueue, rows, snapshot
+from tests.helpers import enqueue, rows
+from tests.sql.queue_state import snapshot
 
 INSERT = (
     "insert into jobs (type, payload, status, attempts, max_attempts, last_error, idempotency_key,"
     " locked_by, started_at, lease_expires_at, finished_at) values"
 )
+RESULT = "insert into job_results (job_id, content_type, value, data) select id,"
+TASK_TYPE = "insert into task_types (name, payload_schema, queue, code_queue, max_attempts, code_max_attempts,"\
+    " backoff_base_ms, code_backoff_max_jitter_ms, lease_ms, code_lease_ms) values"
+WORKER = "insert into workers (id, last_seen_at, expires_at) values"
 
 
 @pytest.mark.parametrize(
@@ -53,7 +58,32 @@ INSERT = (
          "select id, 1, 'w', now(), now(), 'abandoned', 'x' from jobs", "job_attempts_abandon_reason_check"),
         ("insert into job_attempts (job_id, attempt, worker_id, started_at, abandon_reason) "
          "select id, 1, 'w', now(), 'lease_expired' from jobs", "job_attempts_abandon_reason_check"),
-        ("insert into flyers (job_id, pdf) select id, 'hello' from jobs", "flyers_pdf_is_pdf"),
+        (f"{RESULT} 'application/json', null, null from jobs", "job_results_one_kind"),
+        (f"{RESULT} 'application/json', '1', '%PDF-1' from jobs", "job_results_one_kind"),
+        (f"{RESULT} 'text/plain', '\"hello\"', null from jobs", "job_results_json_is_json"),
+        (f"{RESULT} 'pdf', null, '%PDF-1' from jobs", "job_results_content_type_form"),
+        (f"{RESULT} 'application/ pdf', null, '%PDF-1' from jobs", "job_results_content_type_form"),
+        (f"{RESULT} repeat('a', 200) || '/pdf', null, '%PDF-1' from jobs", "job_results_content_type_form"),
+        ("insert into job_results (job_id, content_type, value) "
+         "values ('00000000-0000-0000-0000-000000000000', 'application/json', '1')", "job_results_job_id_fkey"),
+        (f"{TASK_TYPE} ('', '{{}}', null, null, null, null, null, null, null, null)", "task_types_name_length"),
+        (f"{TASK_TYPE} ('   ', '{{}}', null, null, null, null, null, null, null, null)", "task_types_name_length"),
+        (f"{TASK_TYPE} (repeat('t', 101), '{{}}', null, null, null, null, null, null, null, null)",
+         "task_types_name_length"),
+        (f"{TASK_TYPE} ('t', '[]', null, null, null, null, null, null, null, null)", "task_types_schema_is_object"),
+        (f"{TASK_TYPE} ('t', '{{}}', '', null, null, null, null, null, null, null)", "task_types_queue_length"),
+        (f"{TASK_TYPE} ('t', '{{}}', null, '', null, null, null, null, null, null)", "task_types_queue_length"),
+        (f"{TASK_TYPE} ('t', '{{}}', null, null, 0, null, null, null, null, null)", "task_types_max_attempts_range"),
+        (f"{TASK_TYPE} ('t', '{{}}', null, null, null, 1001, null, null, null, null)",
+         "task_types_max_attempts_range"),
+        (f"{TASK_TYPE} ('t', '{{}}', null, null, null, null, -1, null, null, null)", "task_types_backoff_range"),
+        (f"{TASK_TYPE} ('t', '{{}}', null, null, null, null, null, -1, null, null)", "task_types_backoff_range"),
+        (f"{TASK_TYPE} ('t', '{{}}', null, null, null, null, null, null, 0, null)", "task_types_lease_range"),
+        (f"{TASK_TYPE} ('t', '{{}}', null, null, null, null, null, null, null, 0)", "task_types_lease_range"),
+        (f"{TASK_TYPE} ('listing_flyer', '{{}}', null, null, null, null, null, null, null, null)",
+         "task_types_pkey"),
+        (f"{WORKER} ('', now(), now())", "workers_id_length"),
+        (f"{WORKER} ('w1', now(), now() - interval '1 s')", "workers_expires_after_seen"),
         ("insert into queue_settings (id) values (false)", "queue_settings_single_row"),
         ("update queue_settings set max_attempts = 0", "queue_settings_max_attempts_range"),
     ],
@@ -76,12 +106,35 @@ def test_constraint_one_attempt_row_per_number(conn: psycopg.Connection) -> None
     assert exc.value.diag.constraint_name == "job_attempts_job_id_attempt_key"
 
 
-def test_constraint_one_flyer_per_job(conn: psycopg.Connection) -> None:
+def test_constraint_one_result_per_job(conn: psycopg.Connection) -> None:
+    """The flyers table's primary key became job_results': one result per job, of whatever kind."""
     enqueue(conn)
-    conn.execute("insert into flyers (job_id, pdf) select id, '%PDF-1' from jobs")
-    with pytest.raises(psycopg.errors.UniqueViolation) as exc:
-        conn.execute("insert into flyers (job_id, pdf) select id, '%PDF-2' from jobs")
-    assert exc.value.diag.constraint_name == "flyers_pkey"
+    conn.execute("insert into job_results (job_id, content_type, data)"
+                 " select id, 'application/pdf', '%PDF-1' from jobs")
+    before = snapshot(conn)
+    for other in ("'application/pdf', null, '%PDF-2'", "'application/json', '{}', null"):
+        with pytest.raises(psycopg.errors.UniqueViolation) as exc:
+            conn.execute(f"insert into job_results (job_id, content_type, value, data) select id, {other} from jobs")
+        assert exc.value.diag.constraint_name == "job_results_pkey"
+    assert snapshot(conn) == before
+
+
+def test_constraint_a_jobs_result_goes_with_it(conn: psycopg.Connection) -> None:
+    job = enqueue(conn)
+    conn.execute("insert into job_results (job_id, content_type, value) values (%s, 'application/json', '1')",
+                 [job.id])
+    conn.execute("delete from jobs where id = %s", [job.id])
+    assert rows(conn, "select * from job_results") == []
+
+
+def test_constraint_flyers_view_shows_only_pdf_results_of_listing_flyer_jobs(conn: psycopg.Connection) -> None:
+    flyer = enqueue(conn)
+    json_flyer = enqueue(conn)
+    other = enqueue(conn, type="noop", payload={})
+    conn.execute("insert into job_results (job_id, content_type, value, data) values"
+                 " (%s, 'application/pdf', null, '%%PDF-1'), (%s, 'application/json', '1', null),"
+                 " (%s, 'application/pdf', null, '%%PDF-2')", [flyer.id, json_flyer.id, other.id])
+    assert rows(conn, "select job_id, pdf from flyers") == [{"job_id": flyer.id, "pdf": b"%PDF-1"}]
 
 
 def test_constraint_claim_cannot_pass_max_attempts(conn: psycopg.Connection) -> None:

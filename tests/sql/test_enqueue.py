@@ -7,7 +7,8 @@ import psycopg
 import pytest
 
 from pgqw import db
-from tests.helpers import LISTING, enqueue, job_row, one, rows, snapshot
+from tests.helpers import LISTING, enqueue, job_row, one, rows
+from tests.sql.queue_state import snapshot
 
 
 def test_enqueue_job_creates_pending_job(conn: psycopg.Connection) -> None:
@@ -65,6 +66,23 @@ def test_enqueue_job_max_attempts_comes_from_settings(conn: psycopg.Connection) 
     assert enqueue(conn).max_attempts == 9
 
 
+@pytest.mark.parametrize("type_", ["listing_flyer", "never-registered"])
+def test_enqueue_job_null_queue_and_priority_mean_the_types_or_the_default(
+    conn: psycopg.Connection, type_: str
+) -> None:
+    """p_queue => null and p_priority => null are not errors: they mean "unset", so the task type's value
+    applies (none here: the demo's types set neither, and an unregistered type has none), then the
+    defaults 'default' and 0."""
+    row = one(conn, "select * from enqueue_job(%s, '{}', 'nulls', p_queue => null, p_priority => null,"
+                    " p_max_attempts => null)", [type_])
+    assert (row["created"], row["queue"], row["priority"], row["max_attempts"]) == (True, "default", 0, 5)
+    conn.execute("update task_types set queue = 'typed', priority = 4, max_attempts = 2 where name = %s", [type_])
+    row = one(conn, "select * from enqueue_job(%s, '{}', 'nulls-typed', p_queue => null, p_priority => null)",
+              [type_])
+    expected = ("typed", 4, 2) if type_ == "listing_flyer" else ("default", 0, 5)
+    assert (row["queue"], row["priority"], row["max_attempts"]) == expected
+
+
 def test_enqueue_job_notifies_when_ready_now(db_url: str, conn: psycopg.Connection) -> None:
     with psycopg.connect(db_url, autocommit=True) as listener:
         listener.execute("listen pgqw_jobs")
@@ -94,9 +112,9 @@ def test_enqueue_job_notifies_when_ready_now(db_url: str, conn: psycopg.Connecti
         ("select enqueue_job('t', '{}', ' ')", "QV400"),
         ("select enqueue_job('t', '{}', 'café')", "QV400"),
         ("select enqueue_job('t', '{}', e'tab\\there')", "QV400"),
-        ("select enqueue_job('t', '{}', 'k', p_queue => null)", "QV400"),
         ("select enqueue_job('t', '{}', 'k', p_queue => '')", "QV400"),
-        ("select enqueue_job('t', '{}', 'k', p_priority => null)", "QV400"),
+        ("select enqueue_job('t', '{}', 'k', p_queue => repeat('q', 101))", "QV400"),
+        ("select enqueue_job('t', '{}', 'k', p_queue => '   ')", "QV400"),
         ("select enqueue_job('t', '{}', 'k', p_max_attempts => 0)", "QV400"),
         ("select enqueue_job('t', '{}', 'k', p_max_attempts => -3)", "QV400"),
         ("select enqueue_job('t', jsonb_build_object('x', repeat('a', 70000)), 'k')", "QV413"),

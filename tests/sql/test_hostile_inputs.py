@@ -1,14 +1,16 @@
 """Every stored function called with nulls, unknown ids, wrong states and hostile text and numbers.
 
 Each bad call must raise its documented SQLSTATE (the function file's header, docs/errors.md) and
-change nothing: a digest of every row of jobs, job_attempts, flyers and queue_settings is the same
-before and after. A generic code leaking where a Q-code is documented (XX000, 22xxx, 23xxx) is a
-finding, and so is a bad call that succeeds. Errors PostgreSQL raises before the function runs keep
+change nothing: a digest of every row of jobs, job_attempts, job_results, task_types, workers and
+queue_settings is the same before and after (flyers is a view over job_results: its digest is
+theirs). A generic code leaking where a Q-code is documented (XX000, 22xxx, 23xxx) is a finding, and
+so is a bad call that succeeds. Errors PostgreSQL raises before the function runs keep
 their own codes: 22P02 for a job id that is not a UUID, 54000 for chr(0) (text cannot hold NUL),
 22P05 for "\\u0000" in JSON.
 
 The calls run against one database per module holding one job in every state (pending, processing
-held by w1 at attempt 1, succeeded with a flyer, failed waiting a day, dead); a test that changes it
+held by w1 at attempt 1, succeeded with its PDF result, failed waiting a day, dead), the demo's two
+task types and one live worker w1; a test that changes it
 (a failure) gets it seeded again for the next. A second set of calls is hostile but valid: they must
 succeed and still change nothing. The last tests store hostile text through the functions and read
 it back unchanged.
@@ -70,7 +72,7 @@ BAD_CALLS = [
     bad("backoff_delay", "jitter-nan", "select backoff_delay(1, p_jitter => 'NaN')", "QV400"),
     bad("backoff_delay", "jitter-infinity", "select backoff_delay(1, p_jitter => 'Infinity')", "QV400"),
     bad("backoff_delay", "jitter-minus-infinity", "select backoff_delay(1, p_jitter => '-Infinity')", "QV400"),
-    # claim_job(worker_id, queues, lease_ms, now)
+    # claim_job(worker_id, queues, lease_ms, now, task_types)
     bad("claim_job", "null-worker", "select * from claim_job(null)", "QV400"),
     bad("claim_job", "empty-worker", "select * from claim_job('')", "QV400"),
     bad("claim_job", "spaces-worker", "select * from claim_job('   ')", "QV400"),
@@ -78,6 +80,7 @@ BAD_CALLS = [
     bad("claim_job", "long-worker", "select * from claim_job(repeat('w', 201))", "QV400"),
     bad("claim_job", "nul-worker", f"select * from claim_job('w' || {NUL})", "54000"),
     bad("claim_job", "empty-queues", "select * from claim_job('w9', '{}'::text[])", "QV400"),
+    bad("claim_job", "empty-task-types", "select * from claim_job('w9', p_task_types => '{}'::text[])", "QV400"),
     bad("claim_job", "zero-lease", "select * from claim_job('w9', null, 0)", "QV400"),
     bad("claim_job", "min-int-lease", "select * from claim_job('w9', null, -2147483648)", "QV400"),
     bad("claim_job", "null-now", "select * from claim_job('w9', p_now => null)", "QV400"),
@@ -85,7 +88,7 @@ BAD_CALLS = [
     bad("claim_job", "now-minus-infinity", "select * from claim_job('w9', p_now => '-infinity')", "QV400"),
     bad("claim_job", "now-at-end-of-time",
         "select * from claim_job('w9', p_lease_ms => 86400000, p_now => '294276-12-31 00:00:00+00')", "QV400"),
-    # claim_jobs(worker_id, limit, queues, lease_ms, now)
+    # claim_jobs(worker_id, limit, queues, lease_ms, now, task_types)
     bad("claim_jobs", "null-worker", "select * from claim_jobs(null, 1)", "QV400"),
     bad("claim_jobs", "empty-worker", "select * from claim_jobs('', 1)", "QV400"),
     bad("claim_jobs", "whitespace-worker", f"select * from claim_jobs({BLANK}, 1)", "QV400"),
@@ -97,6 +100,8 @@ BAD_CALLS = [
     bad("claim_jobs", "max-int-limit", "select * from claim_jobs('w9', 2147483647)", "QV400"),
     bad("claim_jobs", "min-int-limit", "select * from claim_jobs('w9', -2147483648)", "QV400"),
     bad("claim_jobs", "empty-queues", "select * from claim_jobs('w9', 1, '{}'::text[])", "QV400"),
+    bad("claim_jobs", "empty-task-types", "select * from claim_jobs('w9', 1, p_task_types => '{}'::text[])",
+        "QV400"),
     bad("claim_jobs", "negative-lease", "select * from claim_jobs('w9', 1, null, -1)", "QV400"),
     bad("claim_jobs", "null-now", "select * from claim_jobs('w9', 1, p_now => null)", "QV400"),
     bad("claim_jobs", "infinite-now", "select * from claim_jobs('w9', 5, p_now => 'infinity')", "QV400"),
@@ -130,11 +135,9 @@ BAD_CALLS = [
     bad("enqueue_job", "control-character-key", "select enqueue_job('t', '{}', 'k' || chr(27) || '[2J')", "QV400"),
     bad("enqueue_job", "injection-key-with-spaces", f"select enqueue_job('t', '{{}}', $${INJECTION}$$)", "QV400"),
     bad("enqueue_job", "nul-key", f"select enqueue_job('t', '{{}}', 'k' || {NUL})", "54000"),
-    bad("enqueue_job", "null-queue", "select enqueue_job('t', '{}', 'h1', null)", "QV400"),
     bad("enqueue_job", "empty-queue", "select enqueue_job('t', '{}', 'h1', '')", "QV400"),
     bad("enqueue_job", "whitespace-queue", f"select enqueue_job('t', '{{}}', 'h1', {BLANK})", "QV400"),
     bad("enqueue_job", "long-queue", "select enqueue_job('t', '{}', 'h1', repeat('q', 101))", "QV400"),
-    bad("enqueue_job", "null-priority", "select enqueue_job('t', '{}', 'h1', 'q', null)", "QV400"),
     bad("enqueue_job", "zero-max-attempts", "select enqueue_job('t', '{}', 'h1', p_max_attempts => 0)", "QV400"),
     bad("enqueue_job", "max-attempts-1001", "select enqueue_job('t', '{}', 'h1', p_max_attempts => 1001)", "QV400"),
     bad("enqueue_job", "max-int-max-attempts",
@@ -185,6 +188,18 @@ BAD_CALLS = [
         "'[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"h1\", \"priority\": 99999999999}]')", "QV400"),
     bad("enqueue_jobs", "bad-run-at", "select * from enqueue_jobs("
         "'[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"h1\", \"run_at\": \"soon\"}]')", "QV400"),
+    bad("enqueue_jobs", "text-delay", "select * from enqueue_jobs("
+        "'[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"h1\", \"delay_ms\": \"soon\"}]')", "QV400"),
+    bad("enqueue_jobs", "negative-delay", "select * from enqueue_jobs("
+        "'[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"h1\", \"delay_ms\": -1}]')", "QV400"),
+    bad("enqueue_jobs", "fractional-delay", "select * from enqueue_jobs("
+        "'[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"h1\", \"delay_ms\": 0.5}]')", "QV400"),
+    bad("enqueue_jobs", "huge-delay", "select * from enqueue_jobs("
+        "'[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"h1\", \"delay_ms\": 1e300}]')", "QV400"),
+    bad("enqueue_jobs", "delay-past-end-of-time", "select * from enqueue_jobs("
+        "'[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"h1\", \"delay_ms\": 9e18}]')", "QV400"),
+    bad("enqueue_jobs", "run-at-and-delay", "select * from enqueue_jobs('[{\"type\": \"t\", \"payload\": {}, "
+        "\"idempotency_key\": \"h1\", \"run_at\": \"2030-01-01T00:00:00Z\", \"delay_ms\": 1000}]')", "QV400"),
     bad("enqueue_jobs", "zero-max-attempts", "select * from enqueue_jobs("
         "'[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"h1\", \"max_attempts\": 0}]')", "QV400"),
     bad("enqueue_jobs", "text-max-attempts", "select * from enqueue_jobs("
@@ -240,6 +255,39 @@ BAD_CALLS = [
     bad("mark_succeeded", "huge-worker", "select * from mark_succeeded(<processing>, repeat('w1', 500000), 1)",
         "QL409"),
     bad("mark_succeeded", "nul-worker", f"select * from mark_succeeded(<processing>, 'w1' || {NUL}, 1)", "54000"),
+    # ... with its result (result_type, result_value, result_data): checked before the job is looked at
+    bad("mark_succeeded", "type-without-result",
+        "select * from mark_succeeded(<processing>, 'w1', 1, 'application/json')", "QV400"),
+    bad("mark_succeeded", "value-without-type",
+        "select * from mark_succeeded(<processing>, 'w1', 1, null, '{\"a\": 1}')", "QV400"),
+    bad("mark_succeeded", "data-without-type",
+        "select * from mark_succeeded(<processing>, 'w1', 1, null, null, '%PDF-1.4')", "QV400"),
+    bad("mark_succeeded", "value-and-data",
+        "select * from mark_succeeded(<processing>, 'w1', 1, 'application/json', '1', '%PDF-1.4')", "QV400"),
+    bad("mark_succeeded", "json-as-text-plain",
+        "select * from mark_succeeded(<processing>, 'w1', 1, 'text/plain', '\"hi\"')", "QV400"),
+    bad("mark_succeeded", "type-without-slash",
+        "select * from mark_succeeded(<processing>, 'w1', 1, 'pdf', null, '%PDF-1.4')", "QV400"),
+    bad("mark_succeeded", "type-with-space",
+        "select * from mark_succeeded(<processing>, 'w1', 1, 'application/ pdf', null, '%PDF-1.4')", "QV400"),
+    bad("mark_succeeded", "empty-type",
+        "select * from mark_succeeded(<processing>, 'w1', 1, '', null, '%PDF-1.4')", "QV400"),
+    bad("mark_succeeded", "long-type",
+        "select * from mark_succeeded(<processing>, 'w1', 1, 'a/' || repeat('b', 199), null, 'x')", "QV400"),
+    bad("mark_succeeded", "non-ascii-type",
+        "select * from mark_succeeded(<processing>, 'w1', 1, 'application/pdé', null, 'x')", "QV400"),
+    bad("mark_succeeded", "injection-type",
+        f"select * from mark_succeeded(<processing>, 'w1', 1, $${INJECTION}$$, null, 'x')", "QV400"),
+    bad("mark_succeeded", "nul-type",
+        f"select * from mark_succeeded(<processing>, 'w1', 1, 'a/b' || {NUL}, null, 'x')", "54000"),
+    bad("mark_succeeded", "result-other-worker",
+        "select * from mark_succeeded(<processing>, 'w2', 1, 'application/json', '1')", "QL409"),
+    bad("mark_succeeded", "result-pending-job",
+        "select * from mark_succeeded(<pending>, 'w1', 1, 'application/pdf', null, '%PDF-1.4')", "QL409"),
+    bad("mark_succeeded", "result-dead-job",
+        "select * from mark_succeeded(<dead>, 'w1', 1, 'application/json', '1')", "QL409"),
+    bad("mark_succeeded", "result-unknown-job",
+        "select * from mark_succeeded(<unknown>, 'w1', 1, 'application/json', '1')", "QN404"),
     # mark_failed(job_id, worker_id, attempt, error, retryable, base_ms, max_jitter_ms, max_delay_ms)
     bad("mark_failed", "null-job", "select * from mark_failed(null, 'w1', 1, 'boom')", "QV400"),
     bad("mark_failed", "null-worker", "select * from mark_failed(<processing>, null, 1, 'boom')", "QV400"),
@@ -277,6 +325,16 @@ BAD_CALLS = [
         "select * from mark_jobs_succeeded('w1', array[<processing>], '{1, 1}')", "QV400"),
     bad("mark_jobs_succeeded", "nul-worker",
         f"select * from mark_jobs_succeeded('w1' || {NUL}, array[<processing>], '{{1}}')", "54000"),
+    bad("mark_jobs_succeeded", "results-object",
+        "select * from mark_jobs_succeeded('w1', array[<processing>], '{1}', '{\"a\": 1}')", "QV400"),
+    bad("mark_jobs_succeeded", "results-string",
+        "select * from mark_jobs_succeeded('w1', array[<processing>], '{1}', '\"[1]\"')", "QV400"),
+    bad("mark_jobs_succeeded", "results-json-null",
+        "select * from mark_jobs_succeeded('w1', array[<processing>], '{1}', 'null')", "QV400"),
+    bad("mark_jobs_succeeded", "more-results-than-ids",
+        "select * from mark_jobs_succeeded('w1', array[<processing>], '{1}', '[1, 2]')", "QV400"),
+    bad("mark_jobs_succeeded", "nul-in-results",
+        "select * from mark_jobs_succeeded('w1', array[<processing>], '{1}', '[\"\\u0000\"]')", "22P05"),
     # release_job(job_id, worker_id, attempt, reason)
     bad("release_job", "null-job", "select * from release_job(null, 'w1', 1)", "QV400"),
     bad("release_job", "null-worker", "select * from release_job(<processing>, null, 1)", "QV400"),
@@ -304,15 +362,87 @@ BAD_CALLS = [
     bad("retry_dead", "processing-job", "select * from retry_dead(<processing>)", "QS409"),
     bad("retry_dead", "succeeded-job", "select * from retry_dead(<succeeded>)", "QS409"),
     bad("retry_dead", "failed-job", "select * from retry_dead(<failed>)", "QS409"),
-    # save_flyer(job_id, pdf)
-    bad("save_flyer", "null-job", "select save_flyer(null, '%PDF-1.4')", "QV400"),
-    bad("save_flyer", "null-pdf", "select save_flyer(<pending>, null)", "QV400"),
-    bad("save_flyer", "empty-pdf", "select save_flyer(<pending>, '')", "QV400"),
-    bad("save_flyer", "short-pdf", "select save_flyer(<pending>, '%PD')", "QV400"),
-    bad("save_flyer", "not-a-pdf", "select save_flyer(<pending>, '\\x00255044462d'::bytea)", "QV400"),
-    bad("save_flyer", "html", "select save_flyer(<pending>, convert_to('<html>%PDF-</html>', 'UTF8'))", "QV400"),
-    bad("save_flyer", "unknown-job", "select save_flyer(<unknown>, '%PDF-1.4')", "QN404"),
-    bad("save_flyer", "id-not-uuid", "select save_flyer('not-a-uuid', '%PDF-1.4')", "22P02"),
+    # register_task_types(types): a JSON array of {name, payload_schema, and settings}
+    bad("register_task_types", "null", "select * from register_task_types(null)", "QV400"),
+    bad("register_task_types", "json-null", "select * from register_task_types('null')", "QV400"),
+    bad("register_task_types", "object", "select * from register_task_types('{\"name\": \"t\"}')", "QV400"),
+    bad("register_task_types", "array-of-string", "select * from register_task_types('[\"t\"]')", "QV400"),
+    bad("register_task_types", "array-of-null", "select * from register_task_types('[null]')", "QV400"),
+    bad("register_task_types", "no-name", "select * from register_task_types('[{\"payload_schema\": {}}]')",
+        "QV400"),
+    bad("register_task_types", "number-name",
+        "select * from register_task_types('[{\"name\": 7, \"payload_schema\": {}}]')", "QV400"),
+    bad("register_task_types", "empty-name",
+        "select * from register_task_types('[{\"name\": \"\", \"payload_schema\": {}}]')", "QV400"),
+    bad("register_task_types", "whitespace-name",
+        "select * from register_task_types('[{\"name\": \" \\t\\n\", \"payload_schema\": {}}]')", "QV400"),
+    bad("register_task_types", "long-name", "select * from register_task_types(jsonb_build_array(jsonb_build_object("
+        "'name', repeat('€', 101), 'payload_schema', '{}'::jsonb)))", "QV400"),
+    bad("register_task_types", "nul-in-name",
+        "select * from register_task_types('[{\"name\": \"t\\u0000\", \"payload_schema\": {}}]')", "22P05"),
+    bad("register_task_types", "no-schema", "select * from register_task_types('[{\"name\": \"t\"}]')", "QV400"),
+    bad("register_task_types", "array-schema",
+        "select * from register_task_types('[{\"name\": \"t\", \"payload_schema\": []}]')", "QV400"),
+    bad("register_task_types", "number-description", "select * from register_task_types("
+        "'[{\"name\": \"t\", \"payload_schema\": {}, \"description\": 1}]')", "QV400"),
+    bad("register_task_types", "number-queue", "select * from register_task_types("
+        "'[{\"name\": \"t\", \"payload_schema\": {}, \"queue\": 1}]')", "QV400"),
+    bad("register_task_types", "empty-queue", "select * from register_task_types("
+        "'[{\"name\": \"t\", \"payload_schema\": {}, \"queue\": \"\"}]')", "QV400"),
+    bad("register_task_types", "whitespace-queue", "select * from register_task_types("
+        "'[{\"name\": \"t\", \"payload_schema\": {}, \"queue\": \" \\t \"}]')", "QV400"),
+    bad("register_task_types", "long-queue", "select * from register_task_types(jsonb_build_array(jsonb_build_object("
+        "'name', 't', 'payload_schema', '{}'::jsonb, 'queue', repeat('q', 101))))", "QV400"),
+    bad("register_task_types", "text-priority", "select * from register_task_types("
+        "'[{\"name\": \"t\", \"payload_schema\": {}, \"priority\": \"high\"}]')", "QV400"),
+    bad("register_task_types", "fractional-priority", "select * from register_task_types("
+        "'[{\"name\": \"t\", \"payload_schema\": {}, \"priority\": 1.5}]')", "QV400"),
+    bad("register_task_types", "huge-priority", "select * from register_task_types("
+        "'[{\"name\": \"t\", \"payload_schema\": {}, \"priority\": 1e400}]')", "QV400"),
+    bad("register_task_types", "zero-max-attempts", "select * from register_task_types("
+        "'[{\"name\": \"t\", \"payload_schema\": {}, \"max_attempts\": 0}]')", "QV400"),
+    bad("register_task_types", "max-attempts-1001", "select * from register_task_types("
+        "'[{\"name\": \"t\", \"payload_schema\": {}, \"max_attempts\": 1001}]')", "QV400"),
+    bad("register_task_types", "negative-backoff", "select * from register_task_types("
+        "'[{\"name\": \"t\", \"payload_schema\": {}, \"backoff_base_ms\": -1}]')", "QV400"),
+    bad("register_task_types", "negative-jitter", "select * from register_task_types("
+        "'[{\"name\": \"t\", \"payload_schema\": {}, \"backoff_max_jitter_ms\": -1}]')", "QV400"),
+    bad("register_task_types", "zero-lease", "select * from register_task_types("
+        "'[{\"name\": \"t\", \"payload_schema\": {}, \"lease_ms\": 0}]')", "QV400"),
+    bad("register_task_types", "boolean-lease", "select * from register_task_types("
+        "'[{\"name\": \"t\", \"payload_schema\": {}, \"lease_ms\": true}]')", "QV400"),
+    bad("register_task_types", "name-twice", "select * from register_task_types("
+        "'[{\"name\": \"t\", \"payload_schema\": {}}, {\"name\": \"t\", \"payload_schema\": {}}]')", "QV400"),
+    bad("register_task_types", "good-then-bad", "select * from register_task_types("
+        "'[{\"name\": \"listing_flyer\", \"payload_schema\": {\"changed\": true}, \"max_attempts\": 2},"
+        " {\"name\": \"t\", \"payload_schema\": {}, \"lease_ms\": -5}]')", "QV400"),
+    # register_worker(worker_id, task_types, queues, concurrency, hostname, pid, ttl_ms)
+    bad("register_worker", "null-worker", "select * from register_worker(null, array['listing_flyer'])", "QV400"),
+    bad("register_worker", "empty-worker", "select * from register_worker('', array['listing_flyer'])", "QV400"),
+    bad("register_worker", "whitespace-worker",
+        f"select * from register_worker({BLANK}, array['listing_flyer'])", "QV400"),
+    bad("register_worker", "long-worker",
+        "select * from register_worker(repeat('w', 201), array['listing_flyer'])", "QV400"),
+    bad("register_worker", "nul-worker",
+        f"select * from register_worker('w1' || {NUL}, array['listing_flyer'])", "54000"),
+    bad("register_worker", "null-types", "select * from register_worker('w1', null)", "QV400"),
+    bad("register_worker", "null-type-name", "select * from register_worker('w1', array['listing_flyer', null])",
+        "QV400"),
+    bad("register_worker", "zero-concurrency",
+        "select * from register_worker('w1', array['listing_flyer'], p_concurrency => 0)", "QV400"),
+    bad("register_worker", "min-int-concurrency",
+        "select * from register_worker('w1', array['listing_flyer'], p_concurrency => -2147483648)", "QV400"),
+    bad("register_worker", "null-ttl", "select * from register_worker('w1', array['listing_flyer'], p_ttl_ms => null)",
+        "QV400"),
+    bad("register_worker", "zero-ttl", "select * from register_worker('w1', array['listing_flyer'], p_ttl_ms => 0)",
+        "QV400"),
+    bad("register_worker", "ttl-over-a-day",
+        f"select * from register_worker('w1', array['listing_flyer'], p_ttl_ms => {DAY_MS + 1})", "QV400"),
+    bad("register_worker", "max-int-ttl",
+        "select * from register_worker('w1', array['listing_flyer'], p_ttl_ms => 2147483647)", "QV400"),
+    # stop_worker(worker_id)
+    bad("stop_worker", "null-worker", "select * from stop_worker(null)", "QV400"),
+    bad("stop_worker", "nul-worker", f"select * from stop_worker('w1' || {NUL})", "54000"),
     # sweep_stuck(now)
     bad("sweep_stuck", "null-now", "select * from sweep_stuck(null)", "QV400"),
     # raise_job_not_held(job_id, worker_id, attempt): never returns
@@ -343,9 +473,25 @@ FINE_CALLS = [
     fine("claim_job", "null-queue-name", "select count(*) from claim_job('w9', array[null]::text[])", 0),
     fine("claim_jobs", "injection-queue", f"select count(*) from claim_jobs('w9', 5, array[$${INJECTION}$$])", 0),
     fine("claim_jobs", "now-long-ago", "select count(*) from claim_jobs('w9', 1000, p_now => '1970-01-01')", 0),
+    fine("claim_jobs", "unknown-task-type",
+         "select count(*) from claim_jobs('w9', 5, p_task_types => array['no-such-type'])", 0),
+    fine("claim_jobs", "null-task-type-name",
+         "select count(*) from claim_jobs('w9', 5, p_task_types => array[null]::text[])", 0),
+    fine("claim_job", "injection-task-type",
+         f"select count(*) from claim_job('w9', p_task_types => array[$${INJECTION}$$])", 0),
     fine("enqueue_job", "same-request-again",
          "select created from enqueue_job('listing_flyer', '{\"n\": \"pending\"}', 'world-pending', 'world',"
          " p_max_attempts => 1000)", False),
+    # Unset (null) queue and priority mean the type's, then the default: the same request as the
+    # pending job's (made with queue 'world') is answered with that job, not refused.
+    fine("enqueue_job", "null-queue-same-request",
+         "select created from enqueue_job('listing_flyer', '{\"n\": \"pending\"}', 'world-pending', null)", False),
+    fine("enqueue_job", "null-priority-same-request",
+         "select created from enqueue_job('listing_flyer', '{\"n\": \"pending\"}', 'world-pending', 'world', null)",
+         False),
+    fine("enqueue_jobs", "null-queue-same-request",
+         "select bool_or(created) from enqueue_jobs('[{\"type\": \"listing_flyer\", \"payload\": {\"n\": \"pending\"},"
+         " \"idempotency_key\": \"world-pending\", \"queue\": null, \"priority\": null}]')", False),
     fine("enqueue_jobs", "empty-array", "select count(*) from enqueue_jobs('[]')", 0),
     fine("enqueue_jobs", "same-request-again",
          "select bool_or(created) from enqueue_jobs('[{\"type\": \"listing_flyer\", \"payload\": {\"n\": \"pending\"},"
@@ -367,12 +513,24 @@ FINE_CALLS = [
          "select bool_and(already_recorded) from mark_jobs_succeeded('w1', array[<succeeded>], '{1}')", True),
     fine("mark_succeeded", "same-attempt-again",
          "select already_recorded from mark_succeeded(<succeeded>, 'w1', 1)", True),
+    # ... with another result: the first one stays (one result per job, stored with the success).
+    fine("mark_succeeded", "same-attempt-other-result",
+         "select already_recorded from mark_succeeded(<succeeded>, 'w1', 1, 'application/json', '{\"x\": 1}')",
+         True),
+    fine("mark_jobs_succeeded", "already-succeeded-other-result", "select bool_and(already_recorded)"
+         " from mark_jobs_succeeded('w1', array[<succeeded>], '{1}', '[{\"x\": 1}]')", True),
+    fine("mark_jobs_succeeded", "results-of-others",
+         "select count(*) from mark_jobs_succeeded('w2', array[<processing>], '{1}', '[{\"x\": 1}]')", 0),
+    fine("mark_jobs_succeeded", "fewer-results-than-ids", "select count(*) from mark_jobs_succeeded('w1',"
+         " array[<pending>, <dead>], '{1, 1}', '[1]')", 0),
     fine("mark_failed", "same-error-again",
          "select already_recorded from mark_failed(<failed>, 'w1', 1, 'printer jammed')", True),
     fine("mark_jobs_succeeded", "empty-arrays", "select count(*) from mark_jobs_succeeded('w1', '{}', '{}')", 0),
     fine("mark_jobs_succeeded", "empty-worker",
          "select count(*) from mark_jobs_succeeded('', array[<processing>], '{1}')", 0),
-    fine("save_flyer", "second-flyer", "select save_flyer(<succeeded>, '%PDF-1.7 another')", False),
+    fine("register_task_types", "empty-array", "select count(*) from register_task_types('[]')", 0),
+    fine("stop_worker", "unknown-worker", "select count(*) from stop_worker('no-such-worker')", 0),
+    fine("stop_worker", "injection-worker", f"select count(*) from stop_worker($${INJECTION}$$)", 0),
     fine("sweep_stuck", "now", "select count(*) from sweep_stuck()", 0),
     fine("sweep_stuck", "minus-infinity", "select count(*) from sweep_stuck('-infinity')", 0),
     fine("queue_stats", "reads-only", "select count(*) > 0 from queue_stats()", True),
@@ -411,14 +569,20 @@ def digest(conn: psycopg.Connection) -> dict[str, Any]:
                (select count(*) from job_attempts) as attempts,
                (select md5(coalesce(string_agg(a::text, '|' order by a.job_id, a.attempt), ''))
                   from job_attempts a) as attempts_md5,
-               (select count(*) from flyers) as flyers,
-               (select md5(coalesce(string_agg(f::text, '|' order by f.job_id), '')) from flyers f) as flyers_md5,
+               (select count(*) from job_results) as results,
+               (select md5(coalesce(string_agg(r::text, '|' order by r.job_id), '')) from job_results r)
+                   as results_md5,
+               (select md5(coalesce(string_agg(t::text, '|' order by t.name), '')) from task_types t) as types_md5,
+               (select md5(coalesce(string_agg(w::text, '|' order by w.id), '')) from workers w) as workers_md5,
                (select md5(string_agg(s::text, '|')) from queue_settings s) as settings_md5""")
 
 
 def seed(conn: psycopg.Connection) -> dict[str, uuid.UUID]:
     """One job in every state, all in queue 'world', through the functions themselves."""
-    conn.execute("truncate jobs, job_attempts, flyers cascade")
+    conn.execute("truncate jobs, job_attempts, job_results, task_types, workers cascade")
+    conn.execute("select register_task_types('[{\"name\": \"listing_flyer\", \"payload_schema\": {}},"
+                 " {\"name\": \"noop\", \"payload_schema\": {}}]')")
+    conn.execute("select register_worker('w1', array['listing_flyer', 'noop'], p_ttl_ms => %s)", [DAY_MS])
     conn.execute("update queue_settings set max_attempts = 5, lease_ms = 60000, retry_extra_attempts = 5,"
                  " backoff_base_ms = 2000, backoff_max_jitter_ms = 1000, backoff_max_delay_ms = 3600000,"
                  " max_payload_bytes = 65536")
@@ -433,8 +597,7 @@ def seed(conn: psycopg.Connection) -> dict[str, uuid.UUID]:
 
     ids["processing"] = enqueue_and_claim("processing")
     ids["succeeded"] = enqueue_and_claim("succeeded")
-    conn.execute("select mark_succeeded(%s, 'w1', 1)", [ids["succeeded"]])
-    conn.execute("select save_flyer(%s, '%%PDF-1.4 world')", [ids["succeeded"]])
+    conn.execute("select mark_succeeded(%s, 'w1', 1, 'application/pdf', null, '%%PDF-1.4 world')", [ids["succeeded"]])
     ids["failed"] = enqueue_and_claim("failed")
     conn.execute("select mark_failed(%s, 'w1', 1, 'printer jammed', true, %s, 0)", [ids["failed"], DAY_MS])
     ids["dead"] = enqueue_and_claim("dead", max_attempts=1)
@@ -443,6 +606,7 @@ def seed(conn: psycopg.Connection) -> dict[str, uuid.UUID]:
                          [Jsonb({"n": "pending"})])["id"]
     states = {r["id"]: r["status"] for r in rows(conn, "select id, status from jobs")}
     assert states == {job_id: state for state, job_id in ids.items()}
+    assert rows(conn, "select job_id, pdf from flyers") == [{"job_id": ids["succeeded"], "pdf": b"%PDF-1.4 world"}]
     return ids
 
 
@@ -522,6 +686,9 @@ def test_hostile_input_cases_cover_every_function(world: World) -> None:
     ("claim_jobs", "select * from claim_jobs(%s::text, 1)"),
     ("mark_failed", "select * from mark_failed(%s::uuid, 'w1', 1, %s::text)"),
     ("release_job", "select * from release_job(%s::uuid, 'w1', 1, %s::text)"),
+    ("mark_succeeded", "select * from mark_succeeded(%s::uuid, 'w1', 1, %s::text, null, 'x')"),
+    ("register_worker", "select * from register_worker(%s::text, array['listing_flyer'])"),
+    ("stop_worker", "select * from stop_worker(%s::text)"),
 ])
 def test_hostile_input_nul_byte_from_a_client_is_refused_and_writes_nothing(
         world: World, function: str, call: str) -> None:
@@ -531,6 +698,19 @@ def test_hostile_input_nul_byte_from_a_client_is_refused_and_writes_nothing(
     with pytest.raises(psycopg.DataError, match="NUL"):
         world.conn.execute(call, params)
     assert digest(world.conn) == before
+
+
+def test_hostile_input_a_job_listed_twice_with_results_succeeds_once_with_its_first_result(
+    conn: psycopg.Connection,
+) -> None:
+    """mark_jobs_succeeded given the same (job, attempt) twice, each with its own result: one success,
+    one result (the first given), not a unique violation of job_results_pkey."""
+    job = one(conn, "select * from enqueue_job('t', '{}', 'twice')")
+    one(conn, "select * from claim_job('w1')")
+    done = rows(conn, "select * from mark_jobs_succeeded('w1', array[%s, %s]::uuid[], '{1, 1}', '[2, 3]')",
+                [job["id"], job["id"]])
+    assert [(r["id"], r["status"], r["already_recorded"]) for r in done] == [(job["id"], "succeeded", False)]
+    assert rows(conn, "select value from job_results") == [{"value": 2}]
 
 
 HOSTILE_TEXT = [

@@ -5,7 +5,8 @@ import psycopg
 import pytest
 
 from pgqw import db
-from tests.helpers import enqueue, job_row, one, rows, snapshot
+from tests.helpers import enqueue, job_row, one, rows
+from tests.sql.queue_state import results_only_for_succeeded_jobs, snapshot
 
 
 def test_heartbeat_extends_lease_of_held_jobs_only(conn: psycopg.Connection) -> None:
@@ -163,8 +164,9 @@ def test_retry_dead_bad_input_raises_and_changes_nothing(conn: psycopg.Connectio
         "select * from heartbeat('w1', null)",
         "select * from heartbeat('w1', array[]::uuid[], 0)",
         "select release_job(null, 'w1', 1)",
-        "select save_flyer(null, '%PDF-1.4')",
-        "select save_flyer('00000000-0000-0000-0000-000000000000', 'not a pdf')",
+        "select * from register_worker(null, array['listing_flyer'])",
+        "select * from register_worker('w1', null)",
+        "select * from stop_worker(null)",
     ],
 )
 def test_recovery_functions_bad_input_raises_qv400(conn: psycopg.Connection, call: str) -> None:
@@ -176,11 +178,37 @@ def test_recovery_functions_bad_input_raises_qv400(conn: psycopg.Connection, cal
     assert snapshot(conn) == before
 
 
-def test_save_flyer_keeps_one_flyer_per_job(conn: psycopg.Connection) -> None:
+def test_sweep_stuck_then_a_rerun_stores_one_result_and_the_crashed_attempt_none(conn: psycopg.Connection) -> None:
+    """What save_flyer's "one flyer however many runs" guaranteed, now that a result is stored with its
+    success: the worker that lost its lease cannot store its result late, the re-run's is the one."""
     job = enqueue(conn)
-    assert db.save_flyer(conn, job_id=job.id, pdf=b"%PDF-1.4 first") is True
-    assert db.save_flyer(conn, job_id=job.id, pdf=b"%PDF-1.4 second") is False
-    assert db.get_flyer(conn, job_id=job.id) == b"%PDF-1.4 first"
+    db.claim_job(conn, worker_id="w-crash", lease_ms=1)
+    assert one(conn, "select status from sweep_stuck(now() + interval '1 second')")["status"] == "pending"
+    assert db.get_result(conn, job_id=job.id) is None  # an abandoned attempt leaves no result
+    retaken = db.claim_job(conn, worker_id="w-new")
+    assert retaken is not None and (retaken.id, retaken.attempts) == (job.id, 2)
+    db.mark_succeeded(conn, job_id=job.id, worker_id="w-new", attempt=2, result=("application/pdf", None, b"%PDF-2"))
+
+    before = snapshot(conn)
     with pytest.raises(psycopg.Error) as exc:
-        db.save_flyer(conn, job_id="00000000-0000-0000-0000-000000000000", pdf=b"%PDF-1.4")
-    assert exc.value.sqlstate == "QN404"
+        db.mark_succeeded(conn, job_id=job.id, worker_id="w-crash", attempt=1,
+                          result=("application/pdf", None, b"%PDF-late"))
+    assert exc.value.sqlstate == "QL409"
+    assert snapshot(conn) == before
+    assert db.get_flyer(conn, job_id=job.id) == b"%PDF-2"
+    assert db.count_flyers(conn, job_id=job.id) == 1
+    results_only_for_succeeded_jobs(conn)
+
+
+def test_retry_dead_job_succeeds_with_its_one_result(conn: psycopg.Connection) -> None:
+    job = enqueue(conn, max_attempts=1)
+    claimed = db.claim_job(conn, worker_id="w1")
+    db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=claimed.attempts, error="boom", retryable=False)
+    assert db.get_result(conn, job_id=job.id) is None  # dead: no result
+    db.retry_dead(conn, job_id=job.id)
+    again = db.claim_job(conn, worker_id="w2")
+    db.mark_succeeded(conn, job_id=job.id, worker_id="w2", attempt=again.attempts,
+                      result=("application/json", [1], None))
+    result = db.get_result(conn, job_id=job.id)
+    assert result is not None and (result.content_type, result.value) == ("application/json", [1])
+    results_only_for_succeeded_jobs(conn)

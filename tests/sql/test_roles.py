@@ -6,7 +6,6 @@ a worker or an operator would, on the same server and database as the test's own
 """
 from __future__ import annotations
 
-import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterator
@@ -20,16 +19,19 @@ from pgqw import db
 from tests.lab import queries
 from pgqw.migrate import function_files
 from tests.api import states
-from tests.helpers import LISTING, job_row, one, rows, snapshot
+from tests.helpers import LISTING, job_row, one, rows
+from tests.sql.queue_state import snapshot
 
 ROLES = ("pgqw_api", "pgqw_worker", "pgqw_admin")
-TABLES = ("jobs", "job_attempts", "flyers", "queue_settings", "schema_migrations")
+TABLES = ("jobs", "job_attempts", "job_results", "flyers", "queue_settings", "task_types", "task_type_settings",
+          "workers", "schema_migrations")
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
 
 # The functions that change state run as their owner (security definer).
 STATE_CHANGING = (
     "enqueue_job", "enqueue_jobs", "claim_job", "claim_jobs", "mark_succeeded", "mark_jobs_succeeded",
-    "mark_failed", "heartbeat", "sweep_stuck", "release_job", "retry_dead", "save_flyer",
+    "mark_failed", "heartbeat", "sweep_stuck", "release_job", "retry_dead", "register_task_types",
+    "register_worker", "stop_worker",
 )
 # The others run with the caller's rights: the reports need SELECT on what they read.
 INVOKER = ("backoff_delay", "raise_job_not_held", "queue_stats", "report_concurrency",
@@ -39,14 +41,21 @@ INVOKER = ("backoff_delay", "raise_job_not_held", "queue_stats", "report_concurr
 EXECUTE = {
     "pgqw_api": {"enqueue_job", "enqueue_jobs", "retry_dead", "queue_stats"},
     "pgqw_worker": {"claim_job", "claim_jobs", "heartbeat", "mark_succeeded", "mark_jobs_succeeded",
-                    "mark_failed", "release_job", "sweep_stuck", "save_flyer"},
+                    "mark_failed", "release_job", "sweep_stuck", "register_task_types", "register_worker",
+                    "stop_worker"},
     "pgqw_admin": set(STATE_CHANGING) | set(INVOKER) - {"raise_job_not_held"},
 }
 GRANTED = {
-    "pgqw_api": {("jobs", "SELECT"), ("job_attempts", "SELECT"), ("flyers", "SELECT")},
-    "pgqw_worker": {("jobs", "SELECT"), ("flyers", "SELECT"), ("queue_settings", "SELECT")},
+    "pgqw_api": {(t, "SELECT") for t in ("jobs", "job_attempts", "job_results", "flyers", "task_types",
+                                         "task_type_settings", "workers")},
+    # Workers read no table: every answer they need comes from the functions.
+    "pgqw_worker": set(),
     "pgqw_admin": {(t, "SELECT") for t in TABLES} | {("queue_settings", "UPDATE")},
 }
+# A DBA's columns of task_types: the only ones an operator may update (never the code_* ones a
+# registration writes, nor the name).
+DBA_COLUMNS = {"queue", "priority", "max_attempts", "backoff_base_ms", "backoff_max_delay_ms",
+               "backoff_max_jitter_ms", "lease_ms"}
 
 # One call of each function with arguments of the right types (what they point at does not matter:
 # a refused call stops before the function runs).
@@ -63,7 +72,9 @@ CALLS = {
     "mark_failed": "select * from mark_failed(gen_random_uuid(), 'w-refused', 1, 'boom')",
     "release_job": "select * from release_job(gen_random_uuid(), 'w-refused', 1)",
     "sweep_stuck": "select * from sweep_stuck()",
-    "save_flyer": "select save_flyer(gen_random_uuid(), '%PDF-1.4'::bytea)",
+    "register_task_types": "select * from register_task_types('[{\"name\": \"t-refused\", \"payload_schema\": {}}]')",
+    "register_worker": "select * from register_worker('w-refused', array['t'])",
+    "stop_worker": "select * from stop_worker('w-refused')",
     "backoff_delay": "select backoff_delay(1)",
     "raise_job_not_held": "select raise_job_not_held(gen_random_uuid(), 'w-refused', 1)",
     "report_timeline": "select * from report_timeline(gen_random_uuid())",
@@ -84,25 +95,45 @@ DIRECT_WRITES = (
     "truncate job_attempts",
 )
 # Everything else a role may not touch, per role.
+# Results are written only with a success (mark_succeeded), task types only by a registration (and a
+# DBA's columns by an operator), workers only by register_worker / stop_worker.
+RESULT_WRITES = (
+    "insert into job_results (job_id, content_type, value) select id, 'application/json', '1' from jobs"
+    " where status = 'pending' limit 1",
+    "update job_results set data = '%PDF-forged'::bytea where data is not null",
+    "delete from job_results",
+)
+TASK_TYPE_AND_WORKER_WRITES = (
+    "insert into task_types (name) values ('forged')",
+    "delete from task_types",
+    "update task_types set code_max_attempts = 1",
+    "insert into workers (id, expires_at) values ('forged', now() + interval '1 day')",
+    "update workers set expires_at = now() + interval '1 day'",
+    "delete from workers",
+)
 OTHER_REFUSALS = {
-    "pgqw_api": (
-        "insert into flyers (job_id, pdf) select id, '%PDF-1.4'::bytea from jobs limit 1",
-        "delete from flyers",
+    "pgqw_api": RESULT_WRITES + TASK_TYPE_AND_WORKER_WRITES + (
+        "update task_types set max_attempts = 1",
         "select * from queue_settings",
         "update queue_settings set max_payload_bytes = 100000000",
         "select * from schema_migrations",
     ),
-    "pgqw_worker": (
-        "insert into flyers (job_id, pdf) select id, '%PDF-1.4'::bytea from jobs limit 1",
-        "update flyers set pdf = '%PDF-x'::bytea",
-        "delete from flyers",
+    "pgqw_worker": RESULT_WRITES + TASK_TYPE_AND_WORKER_WRITES + (
+        "update task_types set lease_ms = 1",
+        "select * from jobs",
         "select * from job_attempts",
+        "select * from job_results",
+        "select * from flyers",
+        "select * from task_types",
+        "select * from task_type_settings",
+        "select * from workers",
+        "select * from queue_settings",
         "update queue_settings set lease_ms = 999999999",
         "select * from schema_migrations",
     ),
-    "pgqw_admin": (
-        "insert into flyers (job_id, pdf) select id, '%PDF-1.4'::bytea from jobs limit 1",
-        "delete from flyers",
+    "pgqw_admin": RESULT_WRITES + TASK_TYPE_AND_WORKER_WRITES + (
+        "update task_types set name = 'renamed'",
+        "update task_types set payload_schema = '{}'",
         "delete from queue_settings",
         "insert into queue_settings (id) values (true)",
         "delete from schema_migrations",
@@ -168,6 +199,17 @@ def test_roles_hold_exactly_their_table_privileges(conn: psycopg.Connection, rol
         if one(conn, "select has_table_privilege(%s, %s, %s) as ok", [role, f"public.{table}", privilege])["ok"]
     }
     assert held == GRANTED[role]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_roles_update_only_a_dbas_columns_of_task_types(conn: psycopg.Connection, role: str) -> None:
+    columns = {r["attname"] for r in rows(
+        conn, "select attname from pg_attribute where attrelid = 'task_types'::regclass and attnum > 0"
+              " and not attisdropped")}
+    assert DBA_COLUMNS < columns
+    updatable = {c for c in columns
+                 if one(conn, "select has_column_privilege(%s, 'task_types', %s, 'UPDATE') as ok", [role, c])["ok"]}
+    assert updatable == (DBA_COLUMNS if role == "pgqw_admin" else set())
 
 
 def test_roles_nothing_of_the_queue_is_granted_to_public(conn: psycopg.Connection) -> None:
@@ -241,38 +283,54 @@ def test_api_role_enqueues_lists_reads_and_retries(conn: psycopg.Connection, as_
     assert stats[("attempts", None, "succeeded")] == 1
 
 
-def test_worker_role_claims_heartbeats_marks_releases_sweeps_and_saves_flyers(
+def test_worker_role_registers_claims_heartbeats_marks_with_results_releases_sweeps_and_stops(
     conn: psycopg.Connection, as_role
 ) -> None:
     worker = as_role("pgqw_worker")
-    assert db.get_queue_settings(worker).lease_ms == 60_000
     db.listen(worker)
 
-    def queue_of(n: int) -> str:
+    # what a worker does at start: its code's task types, then its presence
+    assert db.register_task_types(worker, types=[
+        {"name": "role-test", "payload_schema": {"type": "object"}, "lease_ms": 120_000}]) == ["role-test"]
+    seen = db.register_worker(worker, worker_id="w1", task_types=["listing_flyer", "role-test"])
+    assert seen.expires_at > seen.last_seen_at and seen.stopped_at is None
+
+    def queue_of(n: int, **kwargs) -> str:
         queue = f"wq-{uuid.uuid4().hex[:8]}"
         for _ in range(n):
-            states.pending(conn, queue=queue)
+            states.pending(conn, queue=queue, **kwargs)
         return queue
 
-    # claim, heartbeat, flyer, success
+    # claim (only its task types), heartbeat, success with its result
     q = queue_of(1)
-    job = db.claim_job(worker, worker_id="w1", queues=[q])
-    assert job is not None and job.locked_by == "w1" and job.lease_expires_at is not None
+    states.pending(conn, queue=q, type="not-this-workers")
+    job = db.claim_job(worker, worker_id="w1", queues=[q], task_types=["listing_flyer"])
+    assert job is not None and job.type == "listing_flyer" and job.locked_by == "w1"
+    # The lease it was granted comes back with the claim: no table read needed.
+    assert job.lease_expires_at - job.started_at == timedelta(minutes=1)
+    assert db.claim_job(worker, worker_id="w1", queues=[q], task_types=["listing_flyer"]) is None
     leases = db.heartbeat(worker, worker_id="w1", job_ids=[job.id], lease_ms=600_000)
     assert [lease.job_id for lease in leases] == [job.id]
     assert leases[0].lease_expires_at > job.lease_expires_at
-    assert not db.flyer_exists(worker, job_id=job.id)
-    assert db.save_flyer(worker, job_id=job.id, pdf=states.PDF)
-    assert not db.save_flyer(worker, job_id=job.id, pdf=states.PDF)  # one flyer, however often
-    assert db.flyer_exists(worker, job_id=job.id)
-    assert db.mark_succeeded(worker, job_id=job.id, worker_id="w1", attempt=1).status == "succeeded"
+    done = db.mark_succeeded(worker, job_id=job.id, worker_id="w1", attempt=1,
+                             result=("application/pdf", None, states.PDF))
+    assert (done.status, done.already_recorded) == ("succeeded", False)
+    # A lost reply, asked again: answered from the function, not from a table read.
+    again = db.mark_succeeded(worker, job_id=job.id, worker_id="w1", attempt=1,
+                              result=("application/pdf", None, states.PDF))
+    assert (again.status, again.already_recorded) == ("succeeded", True)
+    assert db.get_flyer(conn, job_id=job.id) == states.PDF
 
-    # batch claim and batch success
-    q = queue_of(2)
+    # the type's lease, batch claim and batch success with JSON results
+    q = queue_of(2, type="role-test")
     batch = db.claim_jobs(worker, worker_id="w1", limit=5, queues=[q])
     assert len(batch) == 2
-    done = db.mark_jobs_succeeded(worker, worker_id="w1", done=[(j.id, j.attempts) for j in batch])
-    assert sorted(j.id for j in done) == sorted(j.id for j in batch)
+    assert {j.lease_expires_at - j.started_at for j in batch} == {timedelta(minutes=2)}
+    done_batch = db.mark_jobs_succeeded(worker, worker_id="w1", done=[(j.id, j.attempts) for j in batch],
+                                        results=[{"n": 1}, None])
+    assert sorted(j.id for j in done_batch) == sorted(j.id for j in batch)
+    assert [r["value"] for r in rows(conn, "select value from job_results where job_id = any(%s)",
+                                     [[j.id for j in batch]])] == [{"n": 1}]
 
     # a retryable failure
     q = queue_of(1)
@@ -288,18 +346,21 @@ def test_worker_role_claims_heartbeats_marks_releases_sweeps_and_saves_flyers(
     assert job is not None
     assert db.release_job(worker, job_id=job.id, worker_id="w1", attempt=1, reason="stopping").status == "pending"
 
-    # a stuck job swept
+    # a stuck job swept (seen from a minute later, so its 1 ms lease has expired: no waiting)
     q = queue_of(1)
     job = db.claim_job(worker, worker_id="w-gone", queues=[q], lease_ms=1)
     assert job is not None
-    time.sleep(0.02)
-    swept = db.sweep_stuck(worker)
+    swept = db.sweep_stuck(worker, now=job.started_at + timedelta(minutes=1))
     assert [(s.job_id, s.status) for s in swept] == [(job.id, "pending")]
-
-    after = db.get_job(worker, job_id=job.id)
-    assert after is not None and after.status == "pending" and after.locked_by is None
+    after = job_row(conn, job.id)
+    assert after["status"] == "pending" and after["locked_by"] is None
     assert [a["outcome"] for a in rows(conn, "select outcome from job_attempts where job_id = %s", [job.id])] \
         == ["abandoned"]
+
+    # a clean exit
+    stopped = db.stop_worker(worker, worker_id="w1")
+    assert stopped is not None and stopped.stopped_at is not None
+    assert one(conn, "select expires_at <= now() as gone from workers where id = 'w1'")["gone"]
 
 
 def test_admin_role_reports_changes_settings_and_repairs(conn: psycopg.Connection, as_role) -> None:
@@ -320,6 +381,10 @@ def test_admin_role_reports_changes_settings_and_repairs(conn: psycopg.Connectio
 
     admin.execute("update queue_settings set lease_ms = 30000, retry_extra_attempts = 2")
     assert db.get_queue_settings(conn).lease_ms == 30_000
+    # A DBA's override of a task type, read back through task_type_settings.
+    admin.execute("update task_types set max_attempts = 9 where name = 'noop'")
+    noop = db.get_task_type(admin, name="noop")
+    assert noop is not None and noop.max_attempts == 9
 
     retried = db.retry_dead(admin, job_id=dead.id)
     assert retried.max_attempts == dead.max_attempts + 2  # the setting it just changed
@@ -423,7 +488,7 @@ def test_definer_functions_ignore_functions_in_a_schema_first_on_the_callers_pat
     worker = as_role("pgqw_worker")
     worker.execute(
         "create function hostile.claim_jobs(p_worker_id text, p_limit integer, p_queues text[],"
-        " p_lease_ms integer, p_now timestamptz) returns setof public.jobs language plpgsql as"
+        " p_lease_ms integer, p_now timestamptz, p_task_types text[]) returns setof public.jobs language plpgsql as"
         " $$ begin raise exception using errcode = 'HJ001', message = 'hijacked claim_jobs'; end $$")
     worker.execute(
         "create function hostile.backoff_delay(p_attempt integer, p_base_ms integer, p_max_jitter_ms integer,"
@@ -432,22 +497,29 @@ def test_definer_functions_ignore_functions_in_a_schema_first_on_the_callers_pat
     worker.execute(
         "create function hostile.raise_job_not_held(p_job_id uuid, p_worker_id text, p_attempt integer)"
         " returns void language plpgsql as $$ begin end $$")
-    worker.execute("create table hostile.queue_settings as select * from public.queue_settings")
-    worker.execute("update hostile.queue_settings set lease_ms = 1")
+    # Workers read no table, so the stand-ins are made from literals.
+    worker.execute("create table hostile.queue_settings as select true as id, 1 as max_attempts,"
+                   " 0 as backoff_base_ms, 0 as backoff_max_jitter_ms, 0 as backoff_max_delay_ms,"
+                   " 1 as lease_ms, 1 as retry_extra_attempts, 2 as max_payload_bytes")
+    worker.execute("create table hostile.task_type_settings as select 'listing_flyer'::text as name,"
+                   " 1 as lease_ms, 0 as backoff_base_ms, 0 as backoff_max_jitter_ms, 0 as backoff_max_delay_ms")
     worker.execute("set search_path = hostile, public")
     # The trap works: unqualified names in the caller's own statements find the hostile objects.
     with pytest.raises(psycopg.Error) as exc:
-        worker.execute("select * from claim_jobs('w', 1, null::text[], null::integer, now())")  # as claim_job calls it
+        worker.execute("select * from claim_jobs('w', 1, null::text[], null::integer, now(), null::text[])")
     assert exc.value.sqlstate == "HJ001"
     assert one(worker, "select backoff_delay(1, 60000, 0, 3600000, 0) as d")["d"] == timedelta(0)
+    assert one(worker, "select lease_ms from task_type_settings")["lease_ms"] == 1
 
     job = states.pending(conn)
     claimed = db.claim_job(worker, worker_id="w-h", queues=[job.queue])  # claim_job calls claim_jobs
     assert claimed is not None and claimed.id == job.id
     assert claimed.lease_expires_at - claimed.started_at == timedelta(minutes=1)
-    failed = db.mark_failed(worker, job_id=job.id, worker_id="w-h", attempt=1, error="boom",
-                            base_ms=60_000, max_jitter_ms=0, max_delay_ms=3_600_000)
-    assert failed.run_at - datetime.now(timezone.utc) > timedelta(seconds=50)  # public.backoff_delay
+    # The task type's backoff (null arguments): public.task_type_settings and public.backoff_delay.
+    conn.execute("update task_types set backoff_base_ms = 60000, backoff_max_jitter_ms = 0"
+                 " where name = 'listing_flyer'")
+    failed = db.mark_failed(worker, job_id=job.id, worker_id="w-h", attempt=1, error="boom")
+    assert failed.run_at - datetime.now(timezone.utc) > timedelta(seconds=50)
     with pytest.raises(psycopg.Error) as exc:
         db.mark_succeeded(worker, job_id=job.id, worker_id="w-h", attempt=1)
     assert exc.value.sqlstate == "QL409"  # public.raise_job_not_held explained and raised

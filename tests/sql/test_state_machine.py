@@ -1,13 +1,17 @@
 """A hypothesis stateful test of the stored state machine against a small Python model of it.
 
 Random interleavings of enqueue (one, a batch, a reused key), claim by several workers (each on its
-own connection), mark_succeeded (one and in a batch), mark_failed (retryable or not, backoff now or
-later), heartbeat, release_job, a virtual clock moving on, sweep_stuck and retry_dead, plus late
-results from workers that no longer hold their job. After every step the database is read back and
-must agree with the model (status, attempts, max_attempts, owner, lease, run_at, every attempt row)
-and keep the invariants: attempts <= max_attempts; one job_attempts row per attempt, numbered 1..n;
+own connection, of some queues and task types or all), mark_succeeded (one and in a batch, with a
+JSON or bytes result or none), mark_failed (retryable or not, backoff now or later), heartbeat,
+release_job, a virtual clock moving on, sweep_stuck and retry_dead, plus late results from workers
+that no longer hold their job. After every step the database is read back and must agree with the
+model (status, attempts, max_attempts, owner, lease, run_at, every attempt row, every result) and
+keep the invariants: attempts <= max_attempts; one job_attempts row per attempt, numbered 1..n;
 status processing <=> locked_by and lease set; at most one open attempt per job, and only the current
-attempt of a processing job.
+attempt of a processing job; a result only for a succeeded job, the one its success was given.
+
+The machine's two task types are registered with no settings of their own, so every default is
+queue_settings' (SETTINGS_ROW).
 
 The clock. claim_jobs and sweep_stuck take p_now: the model passes its virtual clock, which starts
 12 hours ahead of the server's clock and moves on in whole hours, so leases given by claim are exact
@@ -81,6 +85,12 @@ ERRORS = st.one_of(st.sampled_from(["", "   ", "x" * 10_050, "печать не 
 REASONS = st.one_of(st.none(), st.sampled_from(["", "  ", "worker shutting down"]),
                     st.text(TEXT, min_size=1, max_size=20).filter(lambda s: s.strip() != ""))
 PICK = st.integers(min_value=0, max_value=10**6)
+# A success's result: none, a JSON value (JSON null included: a result whose value is null), or bytes.
+RESULTS = st.one_of(st.none(), st.tuples(st.just("application/json"), JSON_VALUES, st.none()),
+                    st.tuples(st.just("application/pdf"), st.none(), st.binary(max_size=16)))
+# mark_jobs_succeeded's results, one per pair: a JSON value, or null for none.
+BATCH_RESULTS = st.one_of(st.none(), st.lists(JSON_VALUES, max_size=5))
+TASK_TYPE_FILTERS = st.sampled_from([None, None, ["listing_flyer"], ["email"], ["email", "listing_flyer"]])
 
 
 @dataclass(frozen=True)
@@ -155,6 +165,7 @@ class ModelJob:
     last_error: str | None = None
     last_error_prefix: str | None = None
     history: list[ModelAttempt] = field(default_factory=list)
+    result: tuple[str, Any, bytes | None] | None = None  # (content type, JSON value, bytes) once succeeded
 
     def holds(self, worker: str, attempt: int) -> bool:
         return self.status == "processing" and self.locked_by == worker and self.attempts == attempt
@@ -177,7 +188,9 @@ class QueueMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.db = self.conns["observer"]
-        self.db.execute("truncate jobs, job_attempts, flyers cascade")
+        self.db.execute("truncate jobs, job_attempts, job_results, task_types, workers cascade")
+        self.db.execute("select register_task_types(%s::jsonb)",
+                        [Jsonb([{"name": t, "payload_schema": {}} for t in TYPES])])
         settings_row = one(self.db, "select max_attempts, lease_ms, retry_extra_attempts, backoff_max_delay_ms"
                                     " from queue_settings")
         assert settings_row == SETTINGS_ROW
@@ -257,10 +270,11 @@ class QueueMachine(RuleBasedStateMachine):
         for name, value in kw.items():
             setattr(last, name, value)
 
-    def _ready(self, queues: list[str] | None) -> list[ModelJob]:
+    def _ready(self, queues: list[str] | None, types: list[str] | None = None) -> list[ModelJob]:
         ready = [j for j in self.jobs.values()
                  if j.status in ("pending", "failed") and j.run_at.value <= self.now
-                 and j.attempts < j.max_attempts and (queues is None or j.queue in queues)]
+                 and j.attempts < j.max_attempts and (queues is None or j.queue in queues)
+                 and (types is None or j.type in types)]
         return sorted(ready, key=lambda j: (-j.priority, j.run_at.value, j.id))
 
     # ---- enqueue -------------------------------------------------------------------------------
@@ -343,19 +357,22 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(worker=st.sampled_from(WORKERS), limit=st.sampled_from([1, 2, 3, 20, 20]),
           queues=st.sampled_from([None, None, ["default"], ["emails"], ["emails", "default"]]),
-          lease_hours=st.sampled_from([None, 1, 2, 4]), single=st.booleans())
+          lease_hours=st.sampled_from([None, 1, 2, 4]), single=st.booleans(), types=TASK_TYPE_FILTERS)
     def claim(self, worker: str, limit: int, queues: list[str] | None, lease_hours: int | None,
-              single: bool) -> None:
-        """Takes exactly the ready jobs the model expects: highest priority, then oldest run_at, then id."""
-        expected = self._ready(queues)[:limit]
+              single: bool, types: list[str] | None = None) -> None:
+        """Takes exactly the ready jobs the model expects: of these queues and task types, highest
+        priority, then oldest run_at, then id."""
+        expected = self._ready(queues, types)[:limit]
+        if types is not None and len(expected) < limit and len(self._ready(queues)) > len(expected):
+            self._note("claim passed over a job of another task type")
         lease_ms = None if lease_hours is None else lease_hours * HOUR_MS
         conn = self._worker(worker)
         if limit == 1 and single:
-            got = rows(conn, "select * from claim_job(%s::text, %s::text[], %s::integer, %s::timestamptz)",
-                       [worker, queues, lease_ms, self.now])
+            got = rows(conn, "select * from claim_job(%s::text, %s::text[], %s::integer, %s::timestamptz,"
+                             " %s::text[])", [worker, queues, lease_ms, self.now, types])
         else:
             got = rows(conn, "select * from claim_jobs(%s::text, %s::integer, %s::text[], %s::integer,"
-                             " %s::timestamptz)", [worker, limit, queues, lease_ms, self.now])
+                             " %s::timestamptz, %s::text[])", [worker, limit, queues, lease_ms, self.now, types])
         assert [r["id"] for r in got] == [j.id for j in expected], "claim took other jobs than the ready ones"
         lease = self.now + timedelta(milliseconds=lease_ms or SETTINGS_ROW["lease_ms"])
         for job, row in zip(expected, got):
@@ -370,19 +387,24 @@ class QueueMachine(RuleBasedStateMachine):
     # ---- results -------------------------------------------------------------------------------
 
     @precondition(lambda self: self.order)
-    @rule(whom=TARGETS, batch=st.booleans(), more=st.lists(st.tuples(PICK, st.integers(-1, 0)), max_size=3))
-    def succeed(self, whom: Target, batch: bool, more: list[tuple[int, int]]) -> None:
-        """mark_succeeded for one (job, worker, attempt); or mark_jobs_succeeded for it and a few more
-        pairs of the same worker, held or stale: only the held ones change."""
+    @rule(whom=TARGETS, batch=st.booleans(), more=st.lists(st.tuples(PICK, st.integers(-1, 0)), max_size=3),
+          result=RESULTS, results=BATCH_RESULTS)
+    def succeed(self, whom: Target, batch: bool, more: list[tuple[int, int]],
+                result: tuple[str, Any, bytes | None] | None = None, results: list[Any] | None = None) -> None:
+        """mark_succeeded for one (job, worker, attempt) with its result; or mark_jobs_succeeded for it and
+        a few more pairs of the same worker, held or stale, with a JSON result each: only the held ones
+        change, and only they get a result (a repeated or refused success stores none)."""
         job, worker, attempt = self._target(whom)
         conn = self._worker(worker)
         if batch:
             pairs = [(job.id if job else uuid.uuid4(), attempt)]
             pairs += [(self._pick(p).id, max(self._pick(p).attempts + shift, 1)) for p, shift in more]
+            results = None if results is None else results[:len(pairs)]
             expected = {i for i, a in pairs if i in self.jobs and self.jobs[i].holds(worker, a)}
             recorded = [i for i, a in pairs if self._recorded(self.jobs.get(i), worker, a, "succeeded")]
-            got = rows(conn, "select * from mark_jobs_succeeded(%s::text, %s::uuid[], %s::integer[])",
-                       [worker, [p[0] for p in pairs], [p[1] for p in pairs]])
+            got = rows(conn, "select * from mark_jobs_succeeded(%s::text, %s::uuid[], %s::integer[], %s::jsonb)",
+                       [worker, [p[0] for p in pairs], [p[1] for p in pairs],
+                        None if results is None else Jsonb(results)])
             assert sorted(r["id"] for r in got if not r["already_recorded"]) == sorted(expected)
             assert sorted(r["id"] for r in got if r["already_recorded"]) == sorted(recorded)
             assert all(r["status"] == "succeeded" for r in got)
@@ -391,27 +413,39 @@ class QueueMachine(RuleBasedStateMachine):
             if expected:
                 self._note("mark_jobs_succeeded changed a job")
             for job_id in expected:
-                self._succeeded(self.jobs[job_id])
+                held = self.jobs[job_id]
+                # The result of the held pair's first listing that gives one (JSON null: none).
+                given = [results[n] for n, (i, a) in enumerate(pairs)
+                         if results is not None and n < len(results) and results[n] is not None
+                         and (i, a) == (job_id, held.attempts)]
+                self._succeeded(held, ("application/json", given[0], None) if given else None)
+                if given:
+                    self._note("mark_jobs_succeeded stored a result")
             return
-        query = "select * from mark_succeeded(%s::uuid, %s::text, %s::integer)"
+        query = "select * from mark_succeeded(%s::uuid, %s::text, %s::integer, %s::text, %s::jsonb, %s::bytea)"
+        content_type, value, data = result if result is not None else (None, None, None)
+        params = [job.id if job else uuid.uuid4(), worker, attempt, content_type,
+                  Jsonb(value) if content_type == "application/json" else None, data]
         if job is None:
-            self._expect_error("QN404", conn, query, [uuid.uuid4(), worker, attempt])
+            self._expect_error("QN404", conn, query, params)
             return
         if self._recorded(job, worker, attempt, "succeeded"):
-            row = one(conn, query, [job.id, worker, attempt])
+            row = one(conn, query, params)
             assert (row["status"], row["already_recorded"]) == ("succeeded", True)
             self._note("mark_succeeded answered already recorded")
             return
         if not job.holds(worker, attempt):
-            self._expect_error("QL409", conn, query, [job.id, worker, attempt])
+            self._expect_error("QL409", conn, query, params)
             return
-        row = one(conn, query, [job.id, worker, attempt])
+        row = one(conn, query, params)
         self._note("mark_succeeded changed a job")
-        self._succeeded(job)
+        if result is not None:
+            self._note("mark_succeeded stored a result")
+        self._succeeded(job, result)
         assert (row["status"], row["already_recorded"]) == ("succeeded", False)
 
-    def _succeeded(self, job: ModelJob) -> None:
-        job.status, job.locked_by, job.lease = "succeeded", None, None
+    def _succeeded(self, job: ModelJob, result: tuple[str, Any, bytes | None] | None = None) -> None:
+        job.status, job.locked_by, job.lease, job.result = "succeeded", None, None, result
         # greatest(now(), started_at): the virtual start is ahead of the server's clock.
         job.finished_at = job.started_at
         self._finish_attempt(job, "succeeded")
@@ -599,10 +633,17 @@ class QueueMachine(RuleBasedStateMachine):
             assert len(open_attempts) == (1 if processing else 0), (j, mine)
             if processing:
                 assert (open_attempts[0]["attempt"], open_attempts[0]["worker_id"]) == (j["attempts"], j["locked_by"])
+        # A result only for a succeeded job: the one given with its success, never changed after.
+        results = {r["job_id"]: r for r in rows(self.db, "select * from job_results")}
+        status = {j["id"]: j["status"] for j in jobs}
+        assert [i for i in results if status.get(i) != "succeeded"] == []
         # The model.
         assert {j["id"] for j in jobs} == set(self.jobs)
         for j in jobs:
             self._agrees(self.jobs[j["id"]], j, by_job[j["id"]])
+        got_results = {i: (r["content_type"], r["value"], None if r["data"] is None else bytes(r["data"]))
+                       for i, r in results.items()}
+        assert got_results == {m.id: m.result for m in self.jobs.values() if m.result is not None}
 
     def _agrees(self, m: ModelJob, j: dict[str, Any], attempts: list[dict[str, Any]]) -> None:
         got = (j["status"], j["attempts"], j["max_attempts"], j["locked_by"], j["started_at"], j["finished_at"])
@@ -652,6 +693,8 @@ EVERY_PATH = (
     "refused with QI409", "refused with QN404", "refused with QV400",
     "enqueue_job gave back the job of a used key",
     "claim took a job again after a sweep, a hand-back or a retry",
+    "claim passed over a job of another task type", "mark_succeeded stored a result",
+    "mark_jobs_succeeded stored a result",
 )
 # Paths every random run takes dozens of times (at least ~50 in every measured run of the defaults):
 # missing one means the run exercised far less than it should.
@@ -714,7 +757,10 @@ def test_state_machine_scripted_walk_takes_every_path(db_url: str) -> None:
             (m.fail, {"whom": _whom("near-miss", shift=1), "error": "boom", "retryable": True,
                       "backoff": ("soon", 0, 0)}),  # QL409
             (m.heartbeat, {"worker": "w1", "held": False, "picks": [0, 1, 2], "unknown": False, "lease_hours": 1}),
-            (m.succeed, {"whom": _whom("holder", pick=0), "batch": False, "more": []}),  # A succeeded
+            (m.succeed, {"whom": _whom("holder", pick=0), "batch": False, "more": [],
+                         "result": ("application/pdf", None, b"%PDF-A")}),  # A succeeded, with its PDF
+            (m.succeed, {"whom": _whom("stale", pick=0, worker="w2"), "batch": False, "more": [],
+                         "result": ("application/json", {"late": True}, None)}),  # A's again: its PDF stays
             (m.succeed, {"whom": _whom("stale", pick=0, worker="w2"), "batch": False, "more": []}),  # QL409
             (m.succeed, {"whom": _whom("unknown"), "batch": False, "more": []}),  # QN404
             (m.fail, {"whom": _whom("holder", pick=0), "error": "printer jammed", "retryable": True,
@@ -732,7 +778,8 @@ def test_state_machine_scripted_walk_takes_every_path(db_url: str) -> None:
             (m.advance_clock, {"hours": 2}),
             (m.sweep, {}),  # B pending; C and D dead, out of tries
             (m.claim, {"worker": "w2", "limit": 1, "queues": None, "lease_hours": 1, "single": True}),  # B
-            (m.succeed, {"whom": _whom("holder", pick=0), "batch": True, "more": [(2, 0)]}),  # B; C not held
+            (m.succeed, {"whom": _whom("holder", pick=0), "batch": True, "more": [(2, 0)],
+                         "results": [{"b": 1}, {"c": 1}]}),  # B with its result; C not held, none
             (m.enqueue, {"spec": _spec(), **new}),  # E
             (m.claim, {"worker": "w3", "limit": 1, "queues": None, "lease_hours": 1, "single": True}),  # E
             (m.advance_clock, {"hours": 1}),
@@ -744,6 +791,8 @@ def test_state_machine_scripted_walk_takes_every_path(db_url: str) -> None:
             (m.fail, {"whom": _whom("holder"), "error": "bad payload", "retryable": False,
                       "backoff": ("soon", 0, 0)}),  # E dead at once: not retryable
             (m.advance_clock, {"hours": 1}),  # F's run_at is now: ready
+            (m.claim, {"worker": "w2", "limit": 1, "queues": None, "lease_hours": 1, "single": True,
+                       "types": ["email"]}),  # F is a listing_flyer: nothing
             (m.claim, {"worker": "w2", "limit": 1, "queues": None, "lease_hours": 1, "single": True}),  # F
         ]
         m.database_agrees_with_model()

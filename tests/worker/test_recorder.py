@@ -4,6 +4,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from pgqw import db
 from pgqw.worker.recorder import EARLIER_TRY, Failed, Recorder, Refused, Succeeded
 from pgqw.worker.slots import Slots
 from tests.helpers import job_row, rows
@@ -20,9 +21,10 @@ def _recorder(conn: psycopg.Connection, *, batch: bool = False, lost_reply: bool
 def test_recorder_success_frees_the_slot_and_logs_it(conn: psycopg.Connection) -> None:
     recorder, slots, _, out = _recorder(conn)
     run, _, _ = slots.take(claimed(conn))
-    recorder.record(run, Succeeded("made it"), 0.5)
+    recorder.record(run, Succeeded(("application/json", {"made": "it"}, None)), 0.5)
     assert job_row(conn, run.job.id)["status"] == "succeeded"
-    assert out.lines("success") == [f"{run.tag()} in 0.50s: made it  (running 0/3, peak 1)"]
+    assert db.get_result(conn, job_id=run.job.id).value == {"made": "it"}
+    assert out.lines("success") == [f"{run.tag()} in 0.50s: result application/json  (running 0/3, peak 1)"]
     assert slots.free_count() == 3 and slots.counts["succeeded"] == 1
 
 
@@ -45,11 +47,20 @@ def test_recorder_result_of_a_job_handed_on_is_ignored(conn: psycopg.Connection)
     assert job_row(conn, run.job.id)["locked_by"] == "w2" and slots.counts["ignored"] == 1
 
 
-def test_recorder_already_recorded_success_is_not_written_again(conn: psycopg.Connection) -> None:
-    recorder, slots, database, out = _recorder(conn)
-    run, _, _ = slots.take(claimed(conn))
-    recorder.record(run, Succeeded("stored", recorded=True), 0.1)  # ctx.finish committed it
-    assert database.ops == [] and out.lines("success") == [f"{run.tag()} in 0.10s: stored  (running 0/3, peak 1)"]
+def test_recorder_batches_json_results_and_records_files_alone(conn: psycopg.Connection) -> None:
+    recorder, slots, database, out = _recorder(conn, batch=True)
+    json_run, _, _ = slots.take(claimed(conn))
+    none_run, _, _ = slots.take(claimed(conn))
+    file_run, _, _ = slots.take(claimed(conn))
+    recorder.record(json_run, Succeeded(("application/json", [1, 2], None)), 0.1)
+    recorder.record(none_run, Succeeded(None), 0.1)
+    recorder.record(file_run, Succeeded(("application/pdf", None, b"%PDF-1.4 f")), 0.1)  # one call of its own
+    assert recorder.drain(timeout=0) == 2                                                 # one call for both
+    assert [op.split(" ")[0] for op in database.ops] == ["mark_succeeded", "mark_jobs_succeeded"]
+    assert db.get_result(conn, job_id=json_run.job.id).value == [1, 2]
+    assert db.get_result(conn, job_id=none_run.job.id) is None
+    assert bytes(db.get_result(conn, job_id=file_run.job.id).data) == b"%PDF-1.4 f"
+    assert len(out.lines("success")) == 3
 
 
 @pytest.mark.parametrize("retryable, max_attempts, event, says", [

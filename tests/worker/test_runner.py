@@ -7,6 +7,7 @@ import threading
 import psycopg
 
 from pgqw import db
+from pgqw.tasks import Registry
 from pgqw.worker.runner import Worker
 from tests.helpers import enqueue
 from tests.worker.parts import settings
@@ -26,10 +27,12 @@ class Watch(io.StringIO):
 
 
 def test_worker_runs_a_job_and_stops_cleanly_in_process(db_url: str, conn: psycopg.Connection) -> None:
-    job = enqueue(conn, type="echo", payload={})
+    tasks = Registry()
+    tasks.task("echo", model=dict)(lambda payload, ctx: {"echoed": payload})
+    job = enqueue(conn, type="echo", payload={"hello": 1})
+    other = enqueue(conn, type="not_mine", payload={})
     out = Watch("] success ")
-    worker = Worker(settings(lease_ms=5000, poll_interval_ms=50), db_url, handlers={"echo": lambda job, ctx: "echoed"},
-                    out=out)
+    worker = Worker(settings(lease_ms=5000, poll_interval_ms=50), db_url, tasks=tasks, out=out)
     result: list[int] = []
     thread = threading.Thread(target=lambda: result.append(worker.run()), daemon=True)  # not the main thread: no signals
     thread.start()
@@ -38,6 +41,12 @@ def test_worker_runs_a_job_and_stops_cleanly_in_process(db_url: str, conn: psyco
     thread.join(15)
     assert result == [0]
     assert db.get_job(conn, job_id=job.id).status == "succeeded"
+    assert db.get_result(conn, job_id=job.id).value == {"echoed": {"hello": 1}}
+    assert db.get_job(conn, job_id=other.id).status == "pending"  # not a type this worker runs
+    # It registered its task type and itself, and said it stopped.
+    assert [t.name for t in db.get_task_types(conn)] == ["echo", "listing_flyer", "noop"]
+    [me] = [w for w in db.list_workers(conn) if w.id == "w1"]
+    assert me.task_types == ["echo"] and me.stopped_at is not None
     text = out.getvalue()
     assert "heartbeat a third of the lease, lease 5000ms" in text
     assert "stopping (test over): no more claims" in text

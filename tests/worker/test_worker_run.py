@@ -93,20 +93,30 @@ def test_worker_flyer_pdf_has_title_price_and_address(conn, start_worker, until_
     assert f"https://flyers.example/api/jobs/{job.id}/flyer" in text
 
 
-def test_worker_unknown_job_type_goes_dead_without_retries(conn, start_worker, until_all) -> None:
-    worker = start_worker("unknown", concurrency=1)
-    bad = enqueue(conn, type="no_such_type", payload={"x": 1})
+def test_worker_unknown_job_type_waits_for_a_worker_that_knows_it(conn, start_worker, until_all, tmp_path) -> None:
+    """A job of a type this worker does not run is not claimed (a rolling deploy: only the new
+    release knows it): it waits, visibly, until a worker that registered the type takes it."""
+    worker = start_worker("old-release", concurrency=1)
+    bad = enqueue(conn, type="new_type", payload={"x": 1})
     good = enqueue(conn)
-    until_all([bad.id], "dead")
-    until_all([good.id], "succeeded")  # claimed after the bad one: the worker carried on
-
+    until_all([good.id], "succeeded")  # enqueued after the unknown one: the worker carried on
     row = job_row(conn, bad.id)
-    assert (row["attempts"], row["max_attempts"]) == (1, 5)
-    assert "unknown job type 'no_such_type'" in row["last_error"]
-    assert [(a.attempt, a.outcome) for a in db.get_attempts(conn, job_id=bad.id)] == [(1, "failed")]
+    assert (row["status"], row["attempts"]) == ("pending", 0)
+    assert db.get_attempts(conn, job_id=bad.id) == []
+    waiting = [s for s in db.queue_stats(conn) if s.metric == "waiting_without_worker"]
+    assert [(s.queue, s.label, s.value) for s in waiting] == [("default", "new_type", 1.0)]
     assert worker.alive()
-    [line] = worker.lines("dead")
-    assert str(bad.id)[:8] in line and "permanent error, not retried" in line
+
+    (tmp_path / "new_release_tasks.py").write_text(
+        "from pydantic import BaseModel\n"
+        "from pgqw.tasks import task\n\n\n"
+        "class X(BaseModel):\n    x: int\n\n\n"
+        "@task('new_type')\n"
+        "def new_type(payload: X, ctx) -> dict:\n    return {'doubled': payload.x * 2}\n")
+    start_worker("new-release", env={"PGQW_TASKS": "new_release_tasks", "PYTHONPATH": str(tmp_path)})
+    until_all([bad.id], "succeeded")
+    assert db.get_result(conn, job_id=bad.id).value == {"doubled": 2}
+    assert [s for s in db.queue_stats(conn) if s.metric == "waiting_without_worker"] == []
 
 
 def test_worker_invalid_payload_goes_dead_at_once(conn, start_worker, until_all) -> None:
@@ -116,8 +126,9 @@ def test_worker_invalid_payload_goes_dead_at_once(conn, start_worker, until_all)
     until_all([job.id], "dead")
     row = job_row(conn, job.id)
     assert row["attempts"] == 1
-    assert "priceMinor must be an integer" in row["last_error"]
-    assert "bedrooms must be an integer" in row["last_error"]
+    assert row["last_error"].startswith("invalid payload: ")
+    assert "priceMinor: Input should be a valid integer" in row["last_error"]
+    assert "bedrooms: Input should be a valid integer" in row["last_error"]
     assert db.count_flyers(conn, job_id=job.id) == 0
     assert len(worker.lines("dead")) == 1 and not worker.lines("failed")
 

@@ -1,0 +1,71 @@
+-- register_task_types: what a worker's code defines, upserted into task_types: each type's payload
+-- schema, description and code_* defaults are (re)written; a DBA's columns are never touched, so an
+-- update made from psql outlives every release. Returns the rows of the registered types.
+-- p_types: a JSON array of {"name", "payload_schema", and optionally "description", "queue",
+-- "priority", "max_attempts", "backoff_base_ms", "backoff_max_delay_ms", "backoff_max_jitter_ms",
+-- "lease_ms"}. Raises QV400 (not an array, a bad element or value, a name twice).
+create or replace function register_task_types(
+    p_types  jsonb
+) returns setof task_types
+language plpgsql
+security definer
+set search_path = public, pg_temp
+as $$
+declare
+    v_bad record;
+begin
+    if p_types is null or jsonb_typeof(p_types) <> 'array' then
+        raise exception using errcode = 'QV400', message = 'task types must be a JSON array of objects';
+    end if;
+    select e.ord, e.value into v_bad
+      from jsonb_array_elements(p_types) with ordinality as e(value, ord)
+     where jsonb_typeof(e.value) <> 'object'
+        or jsonb_typeof(e.value -> 'name') is distinct from 'string'
+        or (e.value ->> 'name') !~ '\S' or length(e.value ->> 'name') > 100
+        or jsonb_typeof(e.value -> 'payload_schema') is distinct from 'object'
+        or coalesce(jsonb_typeof(e.value -> 'description'), 'null') not in ('null', 'string')
+        or coalesce(jsonb_typeof(e.value -> 'queue'), 'null') not in ('null', 'string')
+        or exists (select 1 from jsonb_each(e.value) f
+                    where f.key in ('priority', 'max_attempts', 'backoff_base_ms', 'backoff_max_delay_ms',
+                                    'backoff_max_jitter_ms', 'lease_ms')
+                      and jsonb_typeof(f.value) not in ('null', 'number'))
+     order by e.ord
+     limit 1;
+    if found then
+        raise exception using errcode = 'QV400',
+            message = format('task type %s is not an object with a name (text, at most 100 characters), a '
+                             'payload_schema (object) and whole-number settings', v_bad.ord),
+            detail = left(v_bad.value::text, 200);
+    end if;
+    select e.value ->> 'name' as name into v_bad
+      from jsonb_array_elements(p_types) e group by 1 having count(*) > 1 limit 1;
+    if found then
+        raise exception using errcode = 'QV400', message = format('task type %L is listed twice', v_bad.name);
+    end if;
+
+    return query
+    insert into task_types as t (name, payload_schema, description, code_queue, code_priority, code_max_attempts,
+                                 code_backoff_base_ms, code_backoff_max_delay_ms, code_backoff_max_jitter_ms,
+                                 code_lease_ms, registered_at)
+    select e.value ->> 'name', e.value -> 'payload_schema', e.value ->> 'description', e.value ->> 'queue',
+           (e.value ->> 'priority')::integer, (e.value ->> 'max_attempts')::integer,
+           (e.value ->> 'backoff_base_ms')::integer, (e.value ->> 'backoff_max_delay_ms')::integer,
+           (e.value ->> 'backoff_max_jitter_ms')::integer, (e.value ->> 'lease_ms')::integer, now()
+      from jsonb_array_elements(p_types) e
+     -- In name order, so two registrations of the same types (workers of two releases starting
+     -- together, their types listed in another order) wait for each other instead of deadlocking.
+     order by e.value ->> 'name'
+    on conflict on constraint task_types_pkey do update
+       set payload_schema = excluded.payload_schema, description = excluded.description,
+           code_queue = excluded.code_queue, code_priority = excluded.code_priority,
+           code_max_attempts = excluded.code_max_attempts, code_backoff_base_ms = excluded.code_backoff_base_ms,
+           code_backoff_max_delay_ms = excluded.code_backoff_max_delay_ms,
+           code_backoff_max_jitter_ms = excluded.code_backoff_max_jitter_ms,
+           code_lease_ms = excluded.code_lease_ms, registered_at = excluded.registered_at
+    returning t.*;
+exception
+    when numeric_value_out_of_range or invalid_text_representation or check_violation then
+        raise exception using errcode = 'QV400',
+            message = format('a task type setting is out of range: %s', sqlerrm);
+end;
+$$;

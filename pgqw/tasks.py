@@ -1,0 +1,331 @@
+"""Task types, defined in your own code.
+
+    from pydantic import BaseModel
+    from pgqw.tasks import Context, Retry, task
+
+    class Welcome(BaseModel):
+        email: str
+
+    @task("send_welcome", queue="emails", max_attempts=5, lease_ms=30_000,
+          retry=Retry(base_ms=1_000, max_delay_ms=60_000, permanent=(LookupError,)))
+    def send_welcome(payload: Welcome, ctx: Context) -> dict:
+        ...
+        return {"sent": True}          # the job's result (JSON), or File(data, content_type)
+
+A task's payload model is the type of the handler's first parameter (or `model=`): any type pydantic
+can validate whose JSON Schema describes an object (a BaseModel, a TypedDict, a dataclass). Its JSON
+Schema is what the rest of the system sees: workers register it in the task_types table, the API
+validates requests against it there, and the OpenAPI document is made from it.
+
+`pgqw worker --tasks mypkg.tasks` (or PGQW_TASKS) imports the modules, which register their tasks in
+`pgqw.tasks.registry`; the worker registers them in the database and claims only jobs of those types.
+A definition that cannot work (a duplicate name, a model without a JSON Schema, a handler that is not
+callable) raises TaskDefinitionError when the module is imported, so the worker stops at start.
+
+A handler returns its result (None for none) or raises: PermanentError, a ValidationError of its
+payload, or an exception listed in its Retry.permanent end the job at once (dead); anything else is
+a transient failure, retried with backoff while attempts are left. `async def` handlers run on the
+worker's event loop; plain ones on its threads. Handlers must be idempotent: a job can run more
+than once (a worker dies mid-work, or loses its lease while it still runs); its result is stored
+with its success, once.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+import sys
+import typing
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Mapping, Sequence, TypeVar
+
+import pydantic
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from . import db
+
+P = TypeVar("P")
+NAME_MAX = 100
+
+
+class TaskDefinitionError(ValueError):
+    """A task definition that cannot work; the message names the task and the problem."""
+
+
+class PermanentError(Exception):
+    """The job can never succeed as it is: it ends dead at once, without retries."""
+
+
+class TransientError(Exception):
+    """A failure that may go away on another try (any exception not listed as permanent is one)."""
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How a task's failures are retried. Unset values come from the task_types table (a DBA's
+    value), then queue_settings: delay = min(base_ms * 2^(attempt-1) + jitter, max_delay_ms)."""
+
+    base_ms: int | None = None
+    max_delay_ms: int | None = None
+    max_jitter_ms: int | None = None
+    permanent: tuple[type[BaseException], ...] = ()
+
+
+@dataclass(frozen=True)
+class File:
+    """A file result: bytes and their content type (served as is by GET /api/jobs/{id}/result)."""
+
+    data: bytes
+    content_type: str
+
+
+@dataclass
+class Context:
+    """What a handler gets besides its payload."""
+
+    job: "db.Job"
+    worker_id: str
+    log: logging.LoggerAdapter
+    # The worker sets this when the job is to stop early (its lease is gone, or shutdown has begun);
+    # a long handler may check `ctx.stopping` between steps.
+    stop_requested: Callable[[], bool] = lambda: False
+
+    @property
+    def job_id(self) -> uuid.UUID:
+        return self.job.id
+
+    @property
+    def attempt(self) -> int:
+        return self.job.attempts
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop_requested()
+
+
+def _settings_check(name: str, value: int | None, what: str, low: int, high: int | None = None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f"{low} or more"
+        raise TaskDefinitionError(f"task {name!r}: {what} must be a whole number {bound}, got {value!r}")
+
+
+@dataclass
+class Task(Generic[P]):
+    """One task type: its handler, payload model and defaults. Made by `@task`."""
+
+    name: str
+    fn: Callable[..., Any]
+    model: Any
+    queue: str | None = None
+    priority: int | None = None
+    max_attempts: int | None = None
+    retry: Retry = field(default_factory=Retry)
+    lease_ms: int | None = None
+    description: str | None = None
+    adapter: pydantic.TypeAdapter = field(init=False, repr=False)
+    payload_schema: dict[str, Any] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        name = self.name
+        if not isinstance(name, str) or not name.strip() or len(name) > NAME_MAX:
+            raise TaskDefinitionError(f"task name must be a non-blank text of at most {NAME_MAX} characters, "
+                                      f"got {name!r}")
+        if not callable(self.fn):
+            raise TaskDefinitionError(f"task {name!r}: the handler {self.fn!r} is not callable")
+        if self.queue is not None and (not isinstance(self.queue, str) or not self.queue.strip()
+                                       or len(self.queue) > 100):
+            raise TaskDefinitionError(f"task {name!r}: queue must be a non-blank text of at most 100 characters")
+        _settings_check(name, self.priority, "priority", -2**31, 2**31 - 1)
+        _settings_check(name, self.max_attempts, "max_attempts", 1, 1000)
+        _settings_check(name, self.lease_ms, "lease_ms", 1, 2**31 - 1)
+        _settings_check(name, self.retry.base_ms, "retry base_ms", 0, 2**31 - 1)
+        _settings_check(name, self.retry.max_delay_ms, "retry max_delay_ms", 0, 2**31 - 1)
+        _settings_check(name, self.retry.max_jitter_ms, "retry max_jitter_ms", 0, 2**31 - 1)
+        for exc in self.retry.permanent:
+            if not (isinstance(exc, type) and issubclass(exc, BaseException)):
+                raise TaskDefinitionError(f"task {name!r}: Retry.permanent lists {exc!r}, not an exception class")
+        try:
+            self.adapter = pydantic.TypeAdapter(self.model)
+            schema = self.adapter.json_schema()
+        except Exception as exc:  # noqa: BLE001 - pydantic raises several kinds; each is a bad model
+            raise TaskDefinitionError(f"task {name!r}: payload model {self.model!r} has no JSON Schema: "
+                                      f"{str(exc).splitlines()[0]}") from None
+        if schema.get("type") != "object":
+            raise TaskDefinitionError(f"task {name!r}: payload model {self.model!r} must describe a JSON "
+                                      f"object, its schema has type {schema.get('type')!r}")
+        schema.setdefault("title", name)
+        self.payload_schema = schema
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.fn)
+
+    def parse(self, payload: Any) -> P:
+        """The payload validated into the model; raises pydantic.ValidationError."""
+        return self.adapter.validate_python(payload)
+
+    def dump(self, payload: Any) -> dict[str, Any]:
+        """A payload (model instance or dict) as the JSON object stored in the job, validated."""
+        return self.adapter.dump_python(self.parse(payload) if isinstance(payload, Mapping) else payload,
+                                        mode="json")
+
+    def is_permanent(self, exc: BaseException) -> bool:
+        return isinstance(exc, (PermanentError, pydantic.ValidationError, *self.retry.permanent))
+
+    def registration(self) -> dict[str, Any]:
+        """The row register_task_types writes: the schema and the code's defaults."""
+        return {
+            "name": self.name, "payload_schema": self.payload_schema, "description": self.description,
+            "queue": self.queue, "priority": self.priority, "max_attempts": self.max_attempts,
+            "backoff_base_ms": self.retry.base_ms, "backoff_max_delay_ms": self.retry.max_delay_ms,
+            "backoff_max_jitter_ms": self.retry.max_jitter_ms, "lease_ms": self.lease_ms,
+        }
+
+    # Enqueueing, typed with the payload model (pgqw.client does the work).
+    def enqueue(self, conn: "psycopg.Connection", payload: P | Mapping[str, Any], **options: Any) -> "db.EnqueuedJob":
+        from . import client
+
+        return client.enqueue(conn, self, payload, **options)
+
+    async def enqueue_async(self, conn: "psycopg.AsyncConnection", payload: P | Mapping[str, Any],
+                            **options: Any) -> "db.EnqueuedJob":
+        from . import client
+
+        return await client.enqueue_async(conn, self, payload, **options)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+
+def _payload_model(fn: Callable[..., Any], name: str) -> Any:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        raise TaskDefinitionError(f"task {name!r}: cannot read the handler's parameters") from None
+    if not params:
+        raise TaskDefinitionError(f"task {name!r}: the handler takes no payload parameter")
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception as exc:  # noqa: BLE001 - an unresolvable annotation
+        raise TaskDefinitionError(f"task {name!r}: cannot resolve the handler's annotations: {exc}") from None
+    model = hints.get(params[0].name)
+    if model is None:
+        raise TaskDefinitionError(f"task {name!r}: annotate the handler's first parameter with the payload "
+                                  "model, or pass model=")
+    return model
+
+
+class Registry:
+    """Task types by name. `pgqw.tasks.registry` is the one `pgqw worker --tasks` reads."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, Task[Any]] = {}
+
+    def add(self, t: Task[Any]) -> Task[Any]:
+        known = self.tasks.get(t.name)
+        if known is not None and _origin(known.fn) != _origin(t.fn):
+            raise TaskDefinitionError(f"task {t.name!r} is defined twice: by {_origin(known.fn)} and by "
+                                      f"{_origin(t.fn)}")
+        self.tasks[t.name] = t
+        return t
+
+    def task(self, name: str | None = None, *, model: Any = None, queue: str | None = None,
+             priority: int | None = None, max_attempts: int | None = None, retry: Retry | None = None,
+             lease_ms: int | None = None, description: str | None = None) -> Callable[[Callable[..., Any]], Task[Any]]:
+        """Decorator: registers the function as the task `name` (default: the function's name)."""
+        if callable(name):
+            raise TaskDefinitionError("use @task(...) with parentheses, e.g. @task('send_welcome')")
+
+        def register(fn: Callable[..., Any]) -> Task[Any]:
+            task_name = name if name is not None else (getattr(fn, "__name__", None) or "")
+            if not callable(fn):
+                raise TaskDefinitionError(f"task {task_name!r}: the handler {fn!r} is not callable")
+            doc = description if description is not None else (inspect.getdoc(fn) or "").split("\n\n")[0] or None
+            t = Task(task_name, fn, model if model is not None else _payload_model(fn, task_name), queue=queue,
+                     priority=priority, max_attempts=max_attempts, retry=retry or Retry(), lease_ms=lease_ms,
+                     description=doc)
+            return self.add(t)
+
+        return register
+
+    def get(self, name: str) -> Task[Any] | None:
+        return self.tasks.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self.tasks)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.tasks
+
+    def __iter__(self):
+        return iter(self.tasks.values())
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+
+def _origin(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+registry = Registry()
+task = registry.task
+
+
+def parse_modules(raw: str | Sequence[str] | None) -> tuple[str, ...]:
+    """Module paths from a comma-separated text (PGQW_TASKS) or a list (--tasks, repeatable)."""
+    if raw is None:
+        return ()
+    items: Iterable[str] = raw.split(",") if isinstance(raw, str) else (x for part in raw for x in part.split(","))
+    return tuple(dict.fromkeys(m.strip() for m in items if m.strip()))
+
+
+def load(modules: Sequence[str], into: Registry | None = None) -> Registry:
+    """Imports the modules (the current folder first on the path, as `python -m` does) and returns
+    the registry they filled. Raises TaskDefinitionError naming the module that cannot be loaded."""
+    target = into or registry
+    cwd = str(Path.cwd())
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except TaskDefinitionError as exc:
+            raise TaskDefinitionError(f"{module}: {exc}") from None
+        except ModuleNotFoundError as exc:
+            raise TaskDefinitionError(f"cannot import task module {module!r}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - any error while importing the user's module
+            raise TaskDefinitionError(f"task module {module!r} failed to import: "
+                                      f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+    if not len(target):
+        raise TaskDefinitionError(f"no task is defined in {', '.join(modules) or 'no module'} "
+                                  "(decorate handlers with @pgqw.tasks.task)")
+    return target
+
+
+def result_row(value: Any) -> tuple[str, Any, bytes | None] | None:
+    """A handler's return value as (content_type, json value, bytes), or None for no result."""
+    if value is None:
+        return None
+    if isinstance(value, File):
+        if not isinstance(value.data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"File.data must be bytes, got {type(value.data).__name__}")
+        return value.content_type, None, bytes(value.data)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "application/octet-stream", None, bytes(value)
+    return "application/json", pydantic.TypeAdapter(Any).dump_python(value, mode="json"), None
+
+
+def describe_invalid(exc: pydantic.ValidationError) -> str:
+    """A payload's validation errors on one line, each naming its field: what last_error records."""
+    parts = []
+    for e in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in e.get("loc", ())) or "payload"
+        parts.append(f"{where}: {e.get('msg', 'invalid')}")
+    return "invalid payload: " + "; ".join(parts)
