@@ -4,27 +4,54 @@
     app = create_app({"DATABASE_URL": dsn, "TESTING": True})  # tests; app.serve passes the URL it checked
 
 Flask config keys beside Flask's own: DATABASE_URL (default: pgqw.embedded.database_url(settings)),
-POOL_MAX_SIZE (default API_THREADS), POOL_TIMEOUT (seconds a request waits for a connection, then 503),
+POOL_MAX_SIZE (default API_THREADS), POOL_TIMEOUT (seconds a request waits for a connection, then 503;
+default API_POOL_TIMEOUT_MS), STATEMENT_TIMEOUT_MS (default API_STATEMENT_TIMEOUT_MS: the server cancels
+a statement after it, and a borrowed connection that has not answered 1 s later is cut; 0: neither),
 API_TOKENS and API_READ_TOKENS (app/auth.py; tuples or comma-separated strings; kept only as digests).
 MAX_CONTENT_LENGTH comes from MAX_BODY_BYTES.
 
 One psycopg ConnectionPool per app, opened here and closed at exit (or by close_pool()); a request
 borrows a connection with `with pool.connection() as conn:`, which commits on success and rolls back
-on an exception.
+on an exception. Its connections carry the shared keywords of pgqw/connect.py (connect timeout, TCP
+keepalives and user timeout, the session's statement and idle-in-transaction timeouts), and a borrow
+is watched (connect.Watchdog), so a frozen server costs a request seconds and a 503, not a thread.
 """
 from __future__ import annotations
 
 import atexit
 import importlib
 import importlib.util
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
+import psycopg
 from flask import Flask, request
 from psycopg_pool import ConnectionPool
 
-from pgqw import config
+from pgqw import config, connect
 
 POOL_KEY = "pgqw.pool"
+DEADLINE_GRACE_S = 1.0  # past the statement timeout, so a live server's own cancel (57014) comes first
+WATCHDOG = connect.Watchdog("pgqw-api-watchdog")  # one thread for every pool of the process
+
+
+class ApiPool(ConnectionPool):
+    """A pool whose connection() cuts the connection when the borrow outlives `deadline_s` (commit
+    included): the request then fails with an OperationalError, a 503."""
+
+    def __init__(self, *args: Any, deadline_s: float | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.deadline_s = deadline_s
+
+    @contextmanager
+    def connection(self, timeout: float | None = None) -> Iterator[psycopg.Connection]:
+        conn = self.getconn(timeout=timeout)
+        try:
+            with WATCHDOG.guard(conn, self.deadline_s):
+                with conn:  # commit on success, rollback on an exception
+                    yield conn
+        finally:
+            self.putconn(conn)  # a broken (cut) connection is discarded and replaced
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
@@ -33,7 +60,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.config.from_mapping(
         MAX_CONTENT_LENGTH=settings.max_body_bytes,
         POOL_MAX_SIZE=settings.api_threads,
-        POOL_TIMEOUT=10.0,  # seconds a request waits for a connection before a 503
+        POOL_TIMEOUT=settings.api_pool_timeout_ms / 1000,  # seconds a request waits for a connection before a 503
+        STATEMENT_TIMEOUT_MS=settings.api_statement_timeout_ms,
         MAX_ATTEMPTS=settings.max_attempts,  # None: queue_settings.max_attempts decides
         API_TOKENS=settings.api_tokens,
         API_READ_TOKENS=settings.api_read_tokens,
@@ -50,14 +78,19 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
         app.config["DATABASE_URL"] = database_url(settings)
 
-    pool = ConnectionPool(
+    statement_ms = int(app.config["STATEMENT_TIMEOUT_MS"] or 0)
+    pool = ApiPool(
         app.config["DATABASE_URL"],
         open=False,
         min_size=1,
         max_size=max(1, int(app.config["POOL_MAX_SIZE"])),
         timeout=float(app.config["POOL_TIMEOUT"]),
-        kwargs={"application_name": "pgqw-api"},
+        kwargs=api_connect_kwargs(app.config["DATABASE_URL"], settings, statement_ms),
+        # A failed reconnect is given up after this; the next request starts a fresh one at once
+        # instead of waiting out the pool's ever-growing backoff (minutes by default).
+        reconnect_timeout=5.0,
         name="pgqw-api",
+        deadline_s=statement_ms / 1000 + DEADLINE_GRACE_S if statement_ms else None,
     )
     pool.open(wait=False)
     atexit.register(pool.close)
@@ -86,6 +119,14 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         return response
 
     return app
+
+
+def api_connect_kwargs(conninfo: str, settings: config.Settings, statement_timeout_ms: int | None = None
+                       ) -> dict[str, Any]:
+    """The API's connection keywords: the shared ones, and its session's timeouts."""
+    ms = settings.api_statement_timeout_ms if statement_timeout_ms is None else statement_timeout_ms
+    return connect.connect_kwargs(conninfo, settings, application_name="pgqw-api", session={
+        "statement_timeout": ms or None, "idle_in_transaction_session_timeout": ms or None})
 
 
 def close_pool(app: Flask) -> None:

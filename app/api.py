@@ -39,12 +39,13 @@ QUEUE_MAX = 100
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1  # the range of jobs.priority (integer)
 LIMIT_DEFAULT, LIMIT_MAX = 20, 100
 CURSOR_MAX = 200
-DELAY_MAX_MS = 366 * 24 * 3600 * 1000  # a year
 MAX_ATTEMPTS_MAX = 1000
-# run_at in UTC: a year inside what Python's datetime holds, so the time reads back in any session
-# time zone (psycopg cannot load a year 0 or 10000); earlier than the epoch means "now" anyway.
+# When a job may start: from the epoch (earlier means "now" anyway) to a year ahead, whether given as
+# run_at or as delay_ms. enqueue_job and enqueue_jobs refuse the same over SQL (QV400), so the HTTP
+# limits and the SQL limits are one rule (db/functions/enqueue_job.sql).
 RUN_AT_MIN = datetime(1970, 1, 1, tzinfo=timezone.utc)
-RUN_AT_MAX = datetime(9999, 1, 1, tzinfo=timezone.utc)
+AHEAD_MAX = timedelta(days=366)
+DELAY_MAX_MS = AHEAD_MAX // timedelta(milliseconds=1)
 # Nesting of a request body: psycopg and jsonify encode JSON recursively, so a body nested close to
 # the interpreter's recursion limit would parse and then fail to be stored (a 500, not a 4xx).
 JSON_DEPTH_MAX = 100
@@ -184,17 +185,18 @@ class JobRequest(BaseModel):
     priority: Annotated[int | None, Field(strict=True, ge=PRIORITY_MIN, le=PRIORITY_MAX,
                                           description="higher runs first; default: the task type's")] = None
     run_at: Annotated[AwareDatetime | None, Field(description="when the job may start (ISO 8601 with an offset), "
-                                                           "from 1970 to 9999 (UTC)")] = None
+                                                           "from 1970-01-01T00:00:00Z to 366 days from now")] = None
     delay_ms: Annotated[int | None, Field(strict=True, ge=0, le=DELAY_MAX_MS,
-                                          description="start no sooner than this many ms from now")] = None
+                                          description="start no sooner than this many ms from now "
+                                                      "(at most 366 days)")] = None
     max_attempts: Annotated[int | None, Field(strict=True, ge=1, le=MAX_ATTEMPTS_MAX,
                                               description="default: the task type's")] = None
 
     @field_validator("run_at")
     @classmethod
     def _run_at_in_range(cls, value: datetime | None) -> datetime | None:
-        if value is not None and not RUN_AT_MIN <= value <= RUN_AT_MAX:
-            raise ValueError(f"must be between {RUN_AT_MIN:%Y-%m-%dT%H:%M:%SZ} and {RUN_AT_MAX:%Y-%m-%dT%H:%M:%SZ}")
+        if value is not None and not RUN_AT_MIN <= value <= datetime.now(timezone.utc) + AHEAD_MAX:
+            raise ValueError(f"must be between {RUN_AT_MIN:%Y-%m-%dT%H:%M:%SZ} and {AHEAD_MAX.days} days from now")
         return value
 
     @model_validator(mode="after")

@@ -9,6 +9,18 @@ With either set, every /api request needs `Authorization: Bearer <token>`:
   unknown token          → 401 invalid_token (WWW-Authenticate: Bearer ..., error="invalid_token")
   read token, write call → 403 forbidden     (WWW-Authenticate: Bearer ..., error="insufficient_scope")
 
+Without tokens (the loopback default) a browser could still be made to reach the API: a cross-site
+form posts to http://127.0.0.1:3000, or a name the attacker controls is pointed at 127.0.0.1 (DNS
+rebinding). So every request (the page, /metrics and /api) must then name the API in its Host header:
+  a loopback name (localhost, 127.0.0.0/8, [::1]) with the port the API listens on,
+  PUBLIC_URL's host, or one in API_ALLOWED_HOSTS (`name` for any port, `name:port` for one)
+  otherwise                           → 403 forbidden_host
+and a request with an Origin header must come from one of those hosts (http or https; "null" is none)
+  otherwise                           → 403 forbidden_origin
+No Host header (an HTTP/1.0 client) skips the first check, no Origin (curl, scripts, a page's
+same-origin GET) the second. With tokens, a browser cannot add the token by itself, and neither check
+is made.
+
 Tokens are compared in constant time: both sides are hashed to SHA-256 digests of the same length and
 compared with hmac.compare_digest against every configured token, without stopping at a match, so
 neither the position of a match nor how much of a token matched shows in the timing. Only digests
@@ -18,13 +30,19 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
+import re
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from flask import Flask, current_app, request
+
+from pgqw import config
 
 from .errors import ApiError
 
 AUTH_KEY = "pgqw.auth"
+HOSTS_KEY = "pgqw.allowed_hosts"
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 REALM = 'Bearer realm="pgqw"'
 
@@ -62,7 +80,8 @@ class AuthError(ApiError):
         super().__init__(status, code, message, headers={"WWW-Authenticate": challenge})
 
 
-def _presented() -> str:
+def bearer() -> str:
+    """The token of the request's `Authorization: Bearer <token>` header; 401 when there is none."""
     header = request.headers.get("Authorization")
     if not header:
         raise AuthError(401, "unauthorized", "this API needs a bearer token: send Authorization: Bearer <token>",
@@ -81,7 +100,7 @@ def check_request() -> None:
     tokens: Tokens = current_app.extensions[AUTH_KEY]
     if not tokens.enabled:
         return
-    scope = tokens.scope(_presented())
+    scope = tokens.scope(bearer())
     if scope is None:
         raise AuthError(401, "invalid_token", "the bearer token is not valid",
                         f'{REALM}, error="invalid_token"')
@@ -90,8 +109,115 @@ def check_request() -> None:
                         f'{REALM}, error="insufficient_scope"')
 
 
+# Host[:port] as a Host header or an allow-list entry holds it: a name or IPv4 address, or an IPv6
+# address in brackets. Anything else (user info, a path, spaces) names no host.
+_HOST = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9_.-]+))(?::(?P<port>[0-9]{1,5}))?")
+_ORIGIN = re.compile(r"(?P<scheme>https?)://(?P<host>[^/?#@\s]+)", re.IGNORECASE)
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _host_port(value: str, default_port: int | None) -> tuple[str, int | None] | None:
+    """(lowercased name or canonical address, port or default_port), or None when value is no host."""
+    m = _HOST.fullmatch(value.strip())
+    if not m:
+        return None
+    if m["v6"]:
+        try:
+            name = str(ipaddress.IPv6Address(m["v6"]))
+        except ValueError:
+            return None
+    else:
+        name = m["name"].lower().rstrip(".")
+    port = int(m["port"]) if m["port"] else default_port
+    if not name or (port is not None and not 0 < port < 65536):
+        return None
+    return name, port
+
+
+def _loopback(name: str) -> bool:
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class AllowedHosts:
+    """The hosts a tokenless API answers to besides loopback names: (name, port or None for any)."""
+
+    named: frozenset[tuple[str, int | None]]
+
+    @classmethod
+    def of(cls, public_url: str | None, extra: tuple[str, ...]) -> "AllowedHosts":
+        named = set()
+        if public_url:
+            parts = urlsplit(public_url)
+            found = _host_port(parts.netloc.rpartition("@")[2], None) if parts.netloc else None
+            if found is None:
+                raise config.ConfigError(f"PUBLIC_URL names no host: {public_url!r}")
+            named.add(found)
+        for entry in extra:
+            found = _host_port(entry.split("://", 1)[-1].rstrip("/"), None)
+            if found is None:
+                raise config.ConfigError(f"API_ALLOWED_HOSTS: {entry!r} is not a host name or address "
+                                         "(name, name:port, [v6 address]:port)")
+            named.add(found)
+        return cls(frozenset(named))
+
+    def allows(self, name: str, port: int | None, server_port: int) -> bool:
+        if _loopback(name):
+            return port == server_port
+        return (name, None) in self.named or (name, port) in self.named
+
+
+def _server_port() -> int:
+    try:
+        return int(request.environ.get("SERVER_PORT") or 80)
+    except ValueError:
+        return 80
+
+
+def check_host() -> None:
+    """Runs before every request (registered by install): Host and Origin when the API has no tokens."""
+    allowed: AllowedHosts | None = current_app.extensions[HOSTS_KEY]
+    if allowed is None:
+        return
+    port = _server_port()
+    host = request.headers.get("Host")
+    if host is not None:
+        found = _host_port(host, 80)
+        if found is None or not allowed.allows(*found, port):
+            raise ApiError(403, "forbidden_host",
+                           f"this API answers only to its own names (localhost, 127.0.0.1 or [::1] on port {port}, "
+                           f"PUBLIC_URL's host, API_ALLOWED_HOSTS), not to Host {host[:100]!r}")
+    origin = request.headers.get("Origin")
+    if origin is not None:
+        m = _ORIGIN.fullmatch(origin.strip())
+        scheme = m["scheme"].lower() if m else ""
+        found = _host_port(m["host"], _DEFAULT_PORTS[scheme]) if m else None
+        if found is None or not allowed.allows(*found, port):
+            raise ApiError(403, "forbidden_origin",
+                           f"this API takes no requests from pages of other sites; Origin {origin[:100]!r} is "
+                           f"not one of its own names (localhost, 127.0.0.1 or [::1] on port {port}, "
+                           "PUBLIC_URL's host, API_ALLOWED_HOSTS)")
+
+
 def install(app: Flask, write: tuple[str, ...], read: tuple[str, ...]) -> None:
-    app.extensions[AUTH_KEY] = Tokens.of(write, read)
+    """Keeps the token digests and, when there are no tokens, the allowed hosts (PUBLIC_URL and
+    API_ALLOWED_HOSTS: the app's config when it has them (tests), else the settings)."""
+    tokens = Tokens.of(write, read)
+    app.extensions[AUTH_KEY] = tokens
+    allowed = None
+    if not tokens.enabled:
+        settings = config.load()
+        extra = app.config.get("API_ALLOWED_HOSTS", settings.api_allowed_hosts)
+        if isinstance(extra, str):
+            extra = tuple(h.strip() for h in extra.split(",") if h.strip())
+        allowed = AllowedHosts.of(app.config.get("PUBLIC_URL", settings.public_url), tuple(extra))
+    app.extensions[HOSTS_KEY] = allowed
+    app.before_request(check_host)
 
 
 def enabled(app: Flask) -> bool:

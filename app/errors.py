@@ -3,6 +3,8 @@
 Every error leaves as ``{"error": {"code", "message", "details"?}}`` with the right status:
   ApiError                         → its own status
   psycopg errors, by exc.sqlstate  → DB_ERRORS below (the project's codes end in their HTTP status)
+  other psycopg.OperationalError   → 503 (lost or cut connection, PoolTimeout, connect timeout)
+  every 503                        → code "unavailable", header Retry-After: 1
   werkzeug HTTPExceptions          → their status (404 unknown route, 405, 413, 415, …)
   anything else                    → 500, message hidden, exception logged
 No input produces an HTML page or a stack trace.
@@ -45,6 +47,10 @@ DB_ERRORS: dict[str, tuple[int, str]] = {
     "57P02": (503, "unavailable"),  # crash_shutdown
     "57P03": (503, "unavailable"),  # cannot_connect_now
     "53300": (503, "unavailable"),  # too_many_connections
+    "57014": (503, "unavailable"),  # query_canceled: statement_timeout (API_STATEMENT_TIMEOUT_MS)
+    "57P05": (503, "unavailable"),  # idle_session_timeout
+    "25P03": (503, "unavailable"),  # idle_in_transaction_session_timeout
+    "55P03": (503, "unavailable"),  # lock_not_available: lock_timeout
 }
 # Whole classes: 08 connection exception.
 DB_ERROR_CLASSES: dict[str, tuple[int, str]] = {
@@ -72,8 +78,9 @@ def envelope(status: int, code: str, message: str, details: Any = None) -> Respo
 def _database_error(exc: psycopg.Error) -> Response:
     mapped = classify(exc.sqlstate)
     if mapped is None and isinstance(exc, psycopg.OperationalError):
-        # Lost connection, pool timeout (PoolTimeout), pool closed: no SQLSTATE or a class we
-        # did not list, but the request may well succeed later.
+        # Lost connection, pool timeout (PoolTimeout), pool closed, a connection cut because the
+        # server did not answer in time (app.ApiPool): no SQLSTATE or a class we did not list, but
+        # the request may well succeed later.
         mapped = (503, "unavailable")
     if mapped is None:
         return _unexpected(exc)

@@ -1,21 +1,34 @@
 """GET /metrics in the Prometheus text format.
 
-Every number comes from one call of the stored function queue_stats(), at scrape time, so every
-API instance reports the same truth and psql gives the same answers (`select * from queue_stats()`).
+Every number comes from the stored function queue_stats(), so every API instance reports the same
+truth and psql gives the same answers (`select * from queue_stats()`).
+
+queue_stats() reads the whole job and attempt history (about 120 ms at 300k attempts), so each API
+process keeps its answer for METRICS_CACHE_MS (default 5000; 0: every scrape runs it) and runs it
+one at a time: scrapes that arrive while it runs wait for that run and share its rows, so many
+scrapers cost one query per window, not one each. With METRICS_TOKEN set, a scrape needs
+`Authorization: Bearer <token>` (401 in the JSON envelope otherwise).
 """
 from __future__ import annotations
 
-from typing import Iterable
+import threading
+import time
+from typing import Callable, Iterable
 
-from flask import Blueprint, Response, current_app
+from flask import Blueprint, Flask, Response, current_app
+from flask.blueprints import BlueprintSetupState
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from pgqw import db
+from pgqw import config, db
 
 from . import POOL_KEY
+from .auth import REALM, AuthError, Tokens, bearer
 
 bp = Blueprint("metrics", __name__)
+
+CACHE_KEY = "pgqw.metrics_cache"
+TOKENS_KEY = "pgqw.metrics_tokens"
 
 
 class QueueStatsCollector:
@@ -55,10 +68,95 @@ class QueueStatsCollector:
         return [jobs, age, attempts, events, stranded, alive]
 
 
+class StatsCache:
+    """queue_stats() rows kept for ttl_ms, refreshed by one caller at a time.
+
+    get() returns the kept rows while they are younger than ttl_ms (by `clock`, seconds, monotonic).
+    Otherwise the first caller runs `fetch` outside the lock; callers that come meanwhile wait on
+    `changed` and take its rows. When the fetch fails the error goes to its caller only, and one of
+    the waiters tries again. ttl_ms 0: every call fetches, nothing is kept or shared.
+    """
+
+    def __init__(self, ttl_ms: int, fetch: Callable[[], list[db.Stat]],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl = ttl_ms / 1000
+        self.fetch = fetch
+        self.clock = clock
+        self.changed = threading.Condition()  # notified when a caller starts waiting and when a fetch ends
+        self.waiting = 0  # callers waiting for a fetch in flight
+        self._rows: list[db.Stat] | None = None
+        self._at = 0.0
+        self._fetching = False
+
+    def _fresh(self) -> bool:
+        return self._rows is not None and self.clock() - self._at < self.ttl
+
+    def get(self) -> list[db.Stat]:
+        if self.ttl <= 0:
+            return self.fetch()
+        with self.changed:
+            while True:
+                if self._fresh():
+                    assert self._rows is not None
+                    return self._rows
+                if not self._fetching:
+                    self._fetching = True  # this caller fetches
+                    break
+                self.waiting += 1
+                self.changed.notify_all()
+                try:
+                    self.changed.wait()
+                finally:
+                    self.waiting -= 1
+        rows: list[db.Stat] | None = None
+        try:
+            rows = self.fetch()
+            return rows
+        finally:
+            with self.changed:
+                self._fetching = False
+                if rows is not None:
+                    self._rows, self._at = rows, self.clock()
+                self.changed.notify_all()
+
+
+def _fetch_with(app: Flask) -> Callable[[], list[db.Stat]]:
+    def fetch() -> list[db.Stat]:
+        with app.extensions[POOL_KEY].connection() as conn:
+            return db.queue_stats(conn)
+    return fetch
+
+
+@bp.record_once
+def _setup(state: BlueprintSetupState) -> None:
+    """Reads METRICS_CACHE_MS and METRICS_TOKEN: the app's config when it has them (tests), else the settings."""
+    app = state.app
+    settings = config.load()
+    ttl_ms = int(app.config.get("METRICS_CACHE_MS", settings.metrics_cache_ms))
+    if ttl_ms < 0:
+        raise config.ConfigError(f"METRICS_CACHE_MS must be at least 0, got {ttl_ms}")
+    raw = app.config.get("METRICS_TOKEN", settings.metrics_tokens)
+    tokens = config.tokens("METRICS_TOKEN", raw) if isinstance(raw, str) else tuple(raw)
+    app.extensions[CACHE_KEY] = StatsCache(ttl_ms, _fetch_with(app))
+    app.extensions[TOKENS_KEY] = Tokens.of(tokens, ())
+
+
+def stats_cache(app: Flask) -> StatsCache:
+    """The app's cache of queue_stats() rows (tests drive its clock)."""
+    return app.extensions[CACHE_KEY]
+
+
+def _check_token() -> None:
+    tokens: Tokens = current_app.extensions[TOKENS_KEY]
+    if tokens.enabled and tokens.scope(bearer()) is None:
+        raise AuthError(401, "invalid_token", "the bearer token is not valid for /metrics (METRICS_TOKEN)",
+                        f'{REALM}, error="invalid_token"')
+
+
 @bp.get("/metrics")
 def metrics() -> Response:
-    with current_app.extensions[POOL_KEY].connection() as conn:
-        stats = db.queue_stats(conn)
+    _check_token()
+    stats = stats_cache(current_app).get()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(QueueStatsCollector(stats))  # type: ignore[arg-type]
     return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST.split(";")[0],

@@ -308,7 +308,8 @@ OPENAPI["components"]["securitySchemes"] = {
 COMMON_ERRORS: dict[str, dict[str, Any]] = {
     "401": _error("no bearer token, or not a valid one (only when API_TOKENS or API_READ_TOKENS is set); "
                   "WWW-Authenticate says which"),
-    "403": _error("a read-only token (API_READ_TOKENS) was used for a call that changes something"),
+    "403": _error("a read-only token (API_READ_TOKENS) was used for a call that changes something; or, "
+                  "without tokens, a Host or Origin that is not this API's (forbidden_host, forbidden_origin)"),
     "405": _error("method not allowed (Allow lists the methods)"),
     "500": _error("an unexpected error; the message is hidden and the error logged"),
 }

@@ -81,6 +81,12 @@ def default_worker_id() -> str:
 class Settings:
     # Where the database is. None: the embedded server `pgqw up` runs in PGQW_DATA_DIR.
     database_url: str | None = None
+    # Every connection (API and worker; pgqw/connect.py). A value in the URL wins.
+    db_connect_timeout_s: int = 5        # a connect that takes longer fails (0: libpq waits forever)
+    tcp_user_timeout_ms: int = 5000      # sent data unacknowledged this long drops the connection (0: the OS's)
+    # DATABASE_URL is PgBouncer in transaction mode: no server-side prepared statements, no session
+    # options at connect (the roles' settings from `pgqw migrate` apply instead).
+    pgbouncer: bool = False
     data_dir: Path = field(default_factory=lambda: Path.cwd() / ".pgdata")
 
     # Queue rules: None means the queue_settings table decides.
@@ -98,6 +104,10 @@ class Settings:
     heartbeat_interval_ms: int | None = None  # None: a third of the lease
     shutdown_grace_ms: int = 10000
     listen: bool = True
+    # The LISTEN connection's URL (None: DATABASE_URL). Behind PgBouncer: the server, directly.
+    listen_url: str | None = None
+    # The worker's sessions: a transaction left idle this long is ended by the server (0: off).
+    worker_idle_in_transaction_timeout_ms: int = 5000
     queues: tuple[str, ...] | None = None
     # The modules whose @task definitions this worker runs (--tasks, PGQW_TASKS; comma-separated).
     task_modules: tuple[str, ...] = ("pgqw.demo",)
@@ -114,9 +124,21 @@ class Settings:
     public_url: str | None = None
     max_body_bytes: int = 64 * 1024
     api_threads: int = 8
+    # The server cancels an API statement after this; a request whose database work (all of it) has
+    # not answered 1 s later gets its connection cut and a 503 (a frozen server). 0: no limit.
+    api_statement_timeout_ms: int = 5000
+    # A request that cannot get a pooled connection within this answers 503.
+    api_pool_timeout_ms: int = 1500
     # Bearer tokens (app/auth.py): full access, and read-only. Empty: the API is open (loopback only).
     api_tokens: tuple[str, ...] = field(default=(), repr=False)
     api_read_tokens: tuple[str, ...] = field(default=(), repr=False)
+    # Without tokens, the Host and Origin names a request may carry beside loopback and PUBLIC_URL's
+    # (app/auth.py): comma-separated `name` (any port) or `name:port`.
+    api_allowed_hosts: tuple[str, ...] = ()
+    # /metrics: how long one queue_stats() answer is served to scrapes (0: every scrape runs it), and
+    # bearer tokens a scrape must present (empty: /metrics is open).
+    metrics_cache_ms: int = 5000
+    metrics_tokens: tuple[str, ...] = field(default=(), repr=False)
 
     # migrate: create the pgqw_api / pgqw_worker / pgqw_admin roles (off where a managed database
     # forbids CREATE ROLE; grants then go to whichever of them a DBA made).
@@ -128,6 +150,9 @@ def load() -> Settings:
     queues_raw = os.environ.get("WORKER_QUEUES", "").strip()
     s = Settings(
         database_url=os.environ.get("DATABASE_URL") or None,
+        db_connect_timeout_s=_int("DB_CONNECT_TIMEOUT_S", 5, minimum=0),
+        tcp_user_timeout_ms=_int("TCP_USER_TIMEOUT_MS", 5000, minimum=0),
+        pgbouncer=_bool("PGQW_PGBOUNCER", False),
         data_dir=Path(os.environ.get("PGQW_DATA_DIR") or Path.cwd() / ".pgdata").absolute(),
         max_attempts=_int("MAX_ATTEMPTS", None, minimum=1),
         retry_base_delay_ms=_int("RETRY_BASE_DELAY_MS", None, minimum=0),
@@ -141,6 +166,8 @@ def load() -> Settings:
         heartbeat_interval_ms=_int("HEARTBEAT_INTERVAL_MS", None, minimum=1),
         shutdown_grace_ms=_int("SHUTDOWN_GRACE_MS", 10000, minimum=0),
         listen=_bool("WORKER_LISTEN", True),
+        listen_url=os.environ.get("WORKER_LISTEN_URL") or None,
+        worker_idle_in_transaction_timeout_ms=_int("WORKER_IDLE_IN_TRANSACTION_TIMEOUT_MS", 5000, minimum=0),
         queues=tuple(q.strip() for q in queues_raw.split(",") if q.strip()) or None,
         task_modules=tuple(m.strip() for m in os.environ.get("PGQW_TASKS", "").split(",") if m.strip())
         or ("pgqw.demo",),
@@ -153,8 +180,13 @@ def load() -> Settings:
         public_url=os.environ.get("PUBLIC_URL") or None,
         max_body_bytes=_int("MAX_BODY_BYTES", 64 * 1024, minimum=1),
         api_threads=_int("API_THREADS", 8, minimum=1),
+        api_statement_timeout_ms=_int("API_STATEMENT_TIMEOUT_MS", 5000, minimum=0),
+        api_pool_timeout_ms=_int("API_POOL_TIMEOUT_MS", 1500, minimum=1),
         api_tokens=tokens("API_TOKENS"),
         api_read_tokens=tokens("API_READ_TOKENS"),
+        api_allowed_hosts=tuple(h.strip() for h in os.environ.get("API_ALLOWED_HOSTS", "").split(",") if h.strip()),
+        metrics_cache_ms=_int("METRICS_CACHE_MS", 5000, minimum=0),
+        metrics_tokens=tokens("METRICS_TOKEN"),
         create_roles=_bool("PGQW_CREATE_ROLES", True),
     )
     if s.sim_max_latency_ms < s.sim_min_latency_ms:

@@ -304,6 +304,23 @@ class Page:
     next_cursor: tuple[datetime, uuid.UUID] | None
 
 
+# The job list's four shapes (status filter?, cursor?), one statement text each so that each reads its
+# index range: without a status jobs_created_idx (created_at desc, id desc), with one
+# jobs_status_created_idx (status, created_at desc, id desc); the cursor is a row comparison the index
+# starts from, the order is the index's, and the scan stops after the limit. No sort, no sequential scan.
+_LIST_JOBS_SQL: dict[tuple[bool, bool], str] = {
+    (False, False): "select * from jobs"
+                    " order by created_at desc, id desc limit %(limit)s::integer",
+    (True, False): "select * from jobs where status = %(status)s::text"
+                   " order by created_at desc, id desc limit %(limit)s::integer",
+    (False, True): "select * from jobs where (created_at, id) < (%(after_at)s::timestamptz, %(after_id)s::uuid)"
+                   " order by created_at desc, id desc limit %(limit)s::integer",
+    (True, True): "select * from jobs where status = %(status)s::text"
+                  " and (created_at, id) < (%(after_at)s::timestamptz, %(after_id)s::uuid)"
+                  " order by created_at desc, id desc limit %(limit)s::integer",
+}
+
+
 def list_jobs(
     conn: psycopg.Connection,
     *,
@@ -314,27 +331,34 @@ def list_jobs(
     """Jobs newest first, optionally of one status; keyset pagination on (created_at, id).
 
     `after` is the (created_at, id) of the last job of the previous page. Any number of pages
-    can be browsed; each page costs one index range scan.
+    can be browsed; each page costs one index range scan (explain_list_jobs shows its plan).
     """
-    from psycopg import sql
-
-    where = [sql.SQL("true")]
-    params: dict[str, Any] = {"limit": limit + 1}
-    if status is not None:
-        where.append(sql.SQL("status = %(status)s::text"))
-        params["status"] = status
+    params: dict[str, Any] = {"limit": limit + 1, "status": status}
     if after is not None:
-        where.append(sql.SQL("(created_at, id) < (%(after_at)s::timestamptz, %(after_id)s::uuid)"))
         params["after_at"], params["after_id"] = after
-    query = sql.SQL("select * from jobs where {} order by created_at desc, id desc limit %(limit)s").format(
-        sql.SQL(" and ").join(where)
-    )
     with conn.cursor(row_factory=class_row(Job)) as cur:
-        cur.execute(query, params)
+        cur.execute(_LIST_JOBS_SQL[status is not None, after is not None], params)
         found = cur.fetchall()
     more = len(found) > limit
     found = found[:limit]
     return Page(jobs=found, next_cursor=(found[-1].created_at, found[-1].id) if more and found else None)
+
+
+def explain_list_jobs(
+    conn: psycopg.Connection,
+    *,
+    status: str | None = None,
+    limit: int = 50,
+    after: tuple[datetime, uuid.UUID] | None = None,
+) -> dict[str, Any]:
+    """The plan (EXPLAIN (format json), its "Plan" node) of the statement list_jobs runs for these arguments."""
+    params: dict[str, Any] = {"limit": limit + 1, "status": status}
+    if after is not None:
+        params["after_at"], params["after_id"] = after
+    row = conn.execute("explain (format json) " + _LIST_JOBS_SQL[status is not None, after is not None],
+                       params).fetchone()
+    assert row is not None
+    return row[0][0]["Plan"]
 
 
 def count_by_status(conn: psycopg.Connection) -> dict[str, int]:

@@ -10,6 +10,9 @@
   migrates of different databases may make them at once: a role made meanwhile is not an error.
 - Grants (db/security/grants.sql) are applied every run, in the functions' transaction, to whichever of
   the three roles exist: PUBLIC gets nothing, each role exactly its list.
+- Role settings (db/security/settings.sql: ALTER ROLE … SET, the workers' idle-in-transaction timeout,
+  the API's statement timeout) are applied every run, after the grants, to whichever roles exist; a
+  role that does not exist, or that the migrating role may not alter, is a notice, not a failure.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import psycopg
 # The repository's db/ folder, installed as the package pgqw.sql (the wheel carries it).
 SQL_DIR = Path(str(files("pgqw.sql")))
 LOCK_KEY = 7_101_984_151  # any constant bigint; names this project's migrate lock
+SETTINGS_TRIES = 5        # settings.sql against concurrent ALTER ROLEs from migrates of other databases
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 
@@ -75,6 +79,10 @@ def roles_file(sql_dir: Path = SQL_DIR) -> Path:
 
 def grants_file(sql_dir: Path = SQL_DIR) -> Path:
     return sql_dir / "security" / "grants.sql"
+
+
+def settings_file(sql_dir: Path = SQL_DIR) -> Path:
+    return sql_dir / "security" / "settings.sql"
 
 
 def _read(path: Path) -> str:
@@ -199,6 +207,25 @@ def migrate(
                     listening.clear()
             result.functions = [p.name for p in files]
             log(f"functions {len(files)} re-applied")
+
+            # The roles' session settings: after the grants, in a transaction of their own (they
+            # touch only the roles, so a failure here leaves the functions and grants applied).
+            path = settings_file(sql_dir)
+            sql = _read(path)
+            for attempt in range(1, SETTINGS_TRIES + 1):
+                listening.append(True)
+                try:
+                    with conn.transaction():
+                        conn.execute(sql.encode())
+                    break
+                except psycopg.Error as exc:
+                    # A migrate of another database of this server altered the same role meanwhile
+                    # (23505, or XX000 "tuple concurrently updated"): the next try finds it done.
+                    if exc.sqlstate in ("23505", "XX000") and attempt < SETTINGS_TRIES:
+                        continue
+                    raise MigrationError(f"security/{path.name}: {exc.diag.message_primary or exc}") from exc
+                finally:
+                    listening.clear()
         finally:
             if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
                 conn.execute("select pg_advisory_unlock(%s)", [LOCK_KEY])

@@ -200,10 +200,10 @@ class IdempotencyCheck:
 
 
 def _check_job(conn: psycopg.Connection, key: str, worker_id: str, *, lease_ms: int | None = None) -> db.Job:
-    """A job of its own queue, due in a century, so no running worker takes it; then claimed by
+    """A job of its own queue, due in a year, so no running worker takes it; then claimed by
     this check (p_now = its run_at) so its attempts are recorded like any other."""
     job = db.enqueue_job(conn, type="listing_flyer", payload=EXAMPLE_LISTING, idempotency_key=key,
-                         queue="check-idempotency", run_at=datetime.now(timezone.utc) + timedelta(days=36500))
+                         queue="check-idempotency", run_at=datetime.now(timezone.utc) + timedelta(days=365))
     claimed = db.claim_job_at(conn, worker_id=worker_id, queues=["check-idempotency"], now=job.run_at,
                               lease_ms=lease_ms)
     assert claimed is not None and claimed.id == job.id

@@ -16,7 +16,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from pgqw.migrate import (SQL_DIR, MigrationError, function_files, grants_file, migrate, migration_files,
-                          roles_file)
+                          roles_file, settings_file)
 from tests.helpers import rows
 
 
@@ -210,9 +210,11 @@ class Roles:
         self.pg_server = pg_server
         self.api, self.worker, self.admin = (f"pgqwt_{tag}_{k}" for k in ("api", "worker", "admin"))
         self.sql_dir = _copy_sql(tmp_path)
-        for path in (roles_file(self.sql_dir), grants_file(self.sql_dir)):
+        for path in (roles_file(self.sql_dir), grants_file(self.sql_dir), settings_file(self.sql_dir)):
             text = path.read_text()
             for standard, own in (("pgqw_api", self.api), ("pgqw_worker", self.worker), ("pgqw_admin", self.admin)):
+                if path.name == "settings.sql" and standard == "pgqw_admin":
+                    continue  # operators get no session limits
                 assert f"'{standard}'" in text, (path.name, standard)
                 text = text.replace(f"'{standard}'", f"'{own}'")
             path.write_text(text)
@@ -273,7 +275,9 @@ def test_migrate_without_roles_on_a_fresh_database_grants_only_to_roles_that_exi
     result = migrate(dsn, sql_dir=own_roles.sql_dir, create_roles=False)
     assert result.applied and result.functions
     assert not any(_role_exists(dsn, r) for r in own_roles.all())  # none made, and none was needed
-    assert len(result.notices) == 3  # one "does not exist: skipped" per role
+    # One "does not exist: skipped" per role for the grants, and per role with settings.
+    assert sorted(n.split(":")[1].strip() for n in result.notices) == [
+        "its grants are skipped"] * 3 + ["its settings are skipped"] * 2, result.notices
     with psycopg.connect(dsn) as c:
         open_to_public = rows(c, "select p.proname from pg_proc p where p.pronamespace = 'public'::regnamespace"
                                  " and (p.proacl is null or exists (select 1 from aclexplode(p.proacl) a"
@@ -443,3 +447,33 @@ def test_migrate_0004_keeps_as_results_only_the_flyers_of_succeeded_jobs(empty_d
                            " null, '%%PDF-again')", [ids["running"]])
         assert finished == [{"status": "succeeded", "already_recorded": False}]
         assert rows(c, "select data from job_results where job_id = %s", [ids["running"]]) == [{"data": b"%PDF-again"}]
+
+
+def role_settings(dsn: str, role: str) -> dict[str, str]:
+    with psycopg.connect(dsn) as c:
+        found = rows(c, "select unnest(s.setconfig) as item from pg_db_role_setting s"
+                        " join pg_roles r on r.oid = s.setrole where r.rolname = %s and s.setdatabase = 0", [role])
+    return dict(r["item"].split("=", 1) for r in found)
+
+
+def test_migrate_sets_the_roles_session_timeouts_and_sets_them_again_every_run(
+    pg_server: str, own_roles: Roles
+) -> None:
+    dsn = own_roles.new_database()
+    migrate(dsn, sql_dir=own_roles.sql_dir)
+    assert role_settings(dsn, own_roles.worker) == {"idle_in_transaction_session_timeout": "5s"}
+    assert role_settings(dsn, own_roles.api) == {"statement_timeout": "5s",
+                                                 "idle_in_transaction_session_timeout": "5s"}
+    assert role_settings(dsn, own_roles.admin) == {}
+    # A DBA's change is put back by the next migrate; a setting of their own is left alone.
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute(sql.SQL("alter role {} set idle_in_transaction_session_timeout = '1h'").format(
+            sql.Identifier(own_roles.worker)))
+        admin.execute(sql.SQL("alter role {} set lock_timeout = '2s'").format(sql.Identifier(own_roles.worker)))
+    result = migrate(dsn, sql_dir=own_roles.sql_dir)
+    assert result.notices == []
+    assert role_settings(dsn, own_roles.worker) == {"idle_in_transaction_session_timeout": "5s",
+                                                    "lock_timeout": "2s"}
+    # A session of the role gets them at login.
+    with psycopg.connect(make_conninfo(dsn, user=own_roles.worker)) as c:
+        assert rows(c, "show idle_in_transaction_session_timeout")[0]["idle_in_transaction_session_timeout"] == "5s"

@@ -1,7 +1,8 @@
 """The worker's connections, and the rule for a failed call: a connection error is retried.
 
 Every call is one statement in autocommit mode on a pooled connection (no session state, so
-PgBouncer in transaction mode works with WORKER_LISTEN=0). `call` retries a transient error (lost
+PgBouncer in transaction mode works: PGQW_PGBOUNCER=1, with LISTEN on a direct connection given as
+WORKER_LISTEN_URL, or WORKER_LISTEN=0). `call` retries a transient error (lost
 connection, server restarting, too many connections, pool timeout, serialization failure, deadlock)
 with a capped backoff, logging each as `db error`; it never ends the process and never costs a job an
 attempt. Any other error is the caller's at once.
@@ -18,13 +19,12 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolClosed
 
 from pgqw import db
-from pgqw.config import Settings
+from pgqw.config import ConfigError, Settings
+from pgqw.connect import connect_kwargs as shared_connect_kwargs
 from pgqw.worker.log import Log, first_line
 
 T = TypeVar("T")
 
-TCP_USER_TIMEOUT_MS = 5000      # unacknowledged data older than this drops the connection (libpq)
-CONNECT_TIMEOUT_S = 5           # a new connection that takes longer fails and is retried
 POOL_TIMEOUT_S = 5.0            # wait for a pooled connection before logging and retrying
 BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 5.0
@@ -60,28 +60,28 @@ class Backoff:
         self.n = 0
 
 
-def connect_kwargs(conninfo: str, worker_id: str, role: str, *, listen: bool) -> dict[str, Any]:
-    """psycopg.connect arguments for one of the worker's connections (role: "pool" or "listen")."""
-    kwargs: dict[str, Any] = {
-        "autocommit": True,
-        "application_name": f"pgqw-worker {worker_id} {role}"[:63],
-        # Notice a silently dead TCP peer within ~25 s (ignored on Unix sockets).
-        "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
-    }
-    # Keepalives do not cover a connection with data in flight: a statement sent into a network
-    # partition waits for TCP's backed-off retransmissions (about 25 s, 51 s, 102 s… after it was
-    # sent; tests/acceptance/test_partition.py measured a 24.6 s stall after a 30 s cut). Give up on
-    # unacknowledged data after TCP_USER_TIMEOUT_MS instead, and on a connect after
-    # CONNECT_TIMEOUT_S: the call fails, is logged as a db error and is retried on a new connection.
-    # A value in DATABASE_URL wins.
-    given = conninfo_to_dict(conninfo)
-    if "tcp_user_timeout" not in given:
-        kwargs["tcp_user_timeout"] = TCP_USER_TIMEOUT_MS
-    if "connect_timeout" not in given:
-        kwargs["connect_timeout"] = CONNECT_TIMEOUT_S
-    if not listen:
-        # PgBouncer in transaction mode: no server-side prepared statements either.
-        kwargs["prepare_threshold"] = None
+def connect_kwargs(conninfo: str, worker_id: str, role: str, *, listen: bool,
+                   settings: Settings | None = None, pgbouncer: bool | None = None) -> dict[str, Any]:
+    """psycopg.connect arguments for one of the worker's connections (role: "pool" or "listen"):
+    pgqw/connect.py's shared keywords, autocommit, and the session's idle-in-transaction timeout.
+
+    Keepalives do not cover a connection with data in flight: a statement sent into a network
+    partition waits for TCP's backed-off retransmissions (about 25 s, 51 s, 102 s… after it was sent;
+    tests/acceptance/test_partition.py measured a 24.6 s stall after a 30 s cut). TCP_USER_TIMEOUT_MS
+    gives up on unacknowledged data sooner, and DB_CONNECT_TIMEOUT_S on a connect: the call fails, is
+    logged as a db error and is retried on a new connection. A value in DATABASE_URL wins.
+
+    pgbouncer (default: PGQW_PGBOUNCER, or WORKER_LISTEN=0, which has always meant "pooler-safe"):
+    no server-side prepared statements, no startup options."""
+    settings = settings or Settings()
+    if pgbouncer is None:
+        pgbouncer = settings.pgbouncer or not listen
+    kwargs = shared_connect_kwargs(
+        conninfo, settings, application_name=f"pgqw-worker {worker_id} {role}", pgbouncer=pgbouncer,
+        # A session that stops between its work and its commit (a paused VM, a partition) would keep
+        # its rows locked, and sweep_stuck skips locked rows: the server ends such a session.
+        session={"idle_in_transaction_session_timeout": settings.worker_idle_in_transaction_timeout_ms or None})
+    kwargs["autocommit"] = True
     return kwargs
 
 
@@ -114,15 +114,33 @@ class Database:
         self.clock = clock
         self.pool: ConnectionPool | None = None
 
+    @property
+    def listen_conninfo(self) -> str:
+        """Where the LISTEN connection goes: WORKER_LISTEN_URL, else DATABASE_URL."""
+        return self.settings.listen_url or self.conninfo
+
     def connect(self, role: str) -> psycopg.Connection:
-        """A connection of its own (the listener's), outside the pool."""
-        return psycopg.connect(self.conninfo, **connect_kwargs(
-            self.conninfo, self.settings.worker_id, role, listen=self.settings.listen))
+        """A connection of its own, outside the pool: the listener's (role "listen", to
+        listen_conninfo, a direct connection even behind PgBouncer), or one to the pool's URL."""
+        if role == "listen" and self.settings.listen:
+            url = self.listen_conninfo
+            # A WORKER_LISTEN_URL of its own reaches the server directly: session options are fine.
+            pgbouncer = None if self.settings.listen_url is None else False
+        else:
+            url, pgbouncer = self.conninfo, None
+        return psycopg.connect(url, **connect_kwargs(
+            url, self.settings.worker_id, role, listen=self.settings.listen, settings=self.settings,
+            pgbouncer=pgbouncer))
 
     def open(self) -> psycopg.Connection | None:
         """Connects once directly (so an unreachable database fails with its own message), then opens
         the pool. Returns that first connection, LISTENing, when WORKER_LISTEN is on (the listener's),
-        else None. Raises psycopg errors: startup problems are the caller's to report."""
+        else None. Raises psycopg errors: startup problems are the caller's to report, and ConfigError
+        for LISTEN through PgBouncer (it would never hear a notification)."""
+        if self.settings.listen and self.settings.pgbouncer and not self.settings.listen_url:
+            raise ConfigError(
+                "PGQW_PGBOUNCER=1 with WORKER_LISTEN on: set WORKER_LISTEN_URL to a direct connection to "
+                "the server (LISTEN does not work through PgBouncer in transaction mode), or WORKER_LISTEN=0")
         probe = self.connect("listen")
         try:
             if self.settings.listen:
@@ -135,7 +153,8 @@ class Database:
                 min_size=min(2, cap + 2),
                 max_size=cap + 3,   # one per executor, plus main loop, heartbeat and recorder
                 open=False,
-                kwargs=connect_kwargs(self.conninfo, self.settings.worker_id, "pool", listen=self.settings.listen),
+                kwargs=connect_kwargs(self.conninfo, self.settings.worker_id, "pool", listen=self.settings.listen,
+                                      settings=self.settings),
                 timeout=POOL_TIMEOUT_S,
                 # Give up a background reconnect after 5 s: the next request starts a fresh one at
                 # once, instead of waiting out the pool's own ever-growing backoff.

@@ -1,5 +1,6 @@
 """The LISTEN wake-up (WORKER_LISTEN): one dedicated autocommit connection that LISTENs on pgqw_jobs
-and wakes the main loop when a job of one of this worker's queues may be ready. enqueue_job,
+(to WORKER_LISTEN_URL when set: behind PgBouncer in transaction mode LISTEN needs a direct connection
+to the server, while every other call goes through the pooler) and wakes the main loop when a job of one of this worker's queues may be ready. enqueue_job,
 release_job, retry_dead and sweep_stuck notify (payload: the queue, or '*' for any queue).
 
 A lost connection is reconnected with the same capped backoff as every other call; after a

@@ -63,6 +63,13 @@ begin
         raise exception using errcode = 'QV400',
             message = format('max_attempts must be between 1 and 1000, got %s', p_max_attempts);
     end if;
+    -- The same bounds as the HTTP API's (app/api.py) and enqueue_jobs': from the epoch to 366 days ahead.
+    if p_run_at is not null
+       and (p_run_at < timestamptz '1970-01-01 00:00:00+00' or p_run_at > now() + interval '366 days') then
+        raise exception using errcode = 'QV400',
+            message = 'run_at must be between 1970-01-01T00:00:00Z and a year (366 days) from now',
+            detail = format('got %s', p_run_at);
+    end if;
 
     loop
         insert into jobs as j (type, payload, max_attempts, idempotency_key, queue, priority, run_at)

@@ -86,6 +86,8 @@ begin
         return;  -- an empty array: nothing to do
     end if;
 
+    -- Each element's limits are enqueue_job's (max_attempts 1 to 1000; run_at, or now + delay_ms, from
+    -- the epoch to 366 days ahead), which are the HTTP API's (app/api.py).
     select b.n, case
              when b.type is null or b.type !~ '\S' or length(b.type) > 100
                  then 'type must be a non-empty text of at most 100 characters'
@@ -97,18 +99,21 @@ begin
                  then 'queue must be a non-empty text of at most 100 characters'
              when b.max_attempts < 1 or b.max_attempts > 1000
                  then 'max_attempts must be between 1 and 1000'
+             when b.run_at < timestamptz '1970-01-01 00:00:00+00' or b.run_at > now() + interval '366 days'
+                 then 'run_at (or now + delay_ms) must be between 1970-01-01T00:00:00Z and a year (366 days) from now'
              else format('payload is larger than the limit of %s bytes', v_settings.max_payload_bytes)
            end as problem,
            b.payload is not null and jsonb_typeof(b.payload) = 'object'
              and octet_length(b.payload::text) > v_settings.max_payload_bytes as too_large
       into v_bad
-      from unnest(v_types, v_payloads, v_keys, v_queues, v_max_attempts)
-           with ordinality as b(type, payload, key, queue, max_attempts, n)
+      from unnest(v_types, v_payloads, v_keys, v_queues, v_max_attempts, v_run_ats)
+           with ordinality as b(type, payload, key, queue, max_attempts, run_at, n)
      where b.type is null or b.type !~ '\S' or length(b.type) > 100
         or b.payload is null or jsonb_typeof(b.payload) <> 'object'
         or b.key is null or length(b.key) not between 1 and 255 or b.key ~ '[^!-~]'
         or b.queue !~ '\S' or length(b.queue) > 100
         or b.max_attempts < 1 or b.max_attempts > 1000
+        or b.run_at < timestamptz '1970-01-01 00:00:00+00' or b.run_at > now() + interval '366 days'
         or octet_length(b.payload::text) > v_settings.max_payload_bytes
      order by b.n limit 1;
     if found then

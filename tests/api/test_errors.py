@@ -79,6 +79,24 @@ def test_database_unreachable_returns_503_with_retry_after() -> None:
         close_pool(app)
 
 
+def test_statement_timeout_is_503_with_retry_after(db_url: str, conn: psycopg.Connection) -> None:
+    """A statement the server cancels after STATEMENT_TIMEOUT_MS (here it waits for a row lock the
+    test holds) answers 503, not 500, and the connection is fine for the next request."""
+    job = states.dead(conn)
+    app = create_app({"TESTING": True, "DATABASE_URL": db_url, "STATEMENT_TIMEOUT_MS": 300})
+    app.test_client_class = CheckedClient
+    try:
+        client = app.test_client()
+        with psycopg.connect(db_url) as holder:  # a transaction holding the job's row
+            holder.execute("select 1 from jobs where id = %s for update", [job.id])
+            r = client.post(f"/api/jobs/{job.id}/retry")
+            assert error_of(r, 503)["code"] == "unavailable"
+            assert r.headers["Retry-After"] == "1"
+        assert client.post(f"/api/jobs/{job.id}/retry").status_code == 202
+    finally:
+        close_pool(app)
+
+
 def test_database_error_nobody_expected_is_500_with_the_message_hidden(
     client: FlaskClient, conn: psycopg.Connection, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -118,6 +136,9 @@ def test_python_exception_is_500_with_the_message_hidden(app: Flask, caplog: pyt
         (pgerrors.ConnectionFailure(), 503, "unavailable"),
         (pgerrors.ConnectionException(), 503, "unavailable"),
         (PoolTimeout("couldn't get a connection after 10.00 sec"), 503, "unavailable"),
+        (pgerrors.QueryCanceled(), 503, "unavailable"),  # statement_timeout
+        (pgerrors.IdleInTransactionSessionTimeout(), 503, "unavailable"),
+        (pgerrors.LockNotAvailable(), 503, "unavailable"),  # lock_timeout
         (psycopg.OperationalError("consuming input failed: server closed the connection"), 503, "unavailable"),
         (pgerrors.UniqueViolation(), 409, "conflict"),
         (pgerrors.UndefinedTable(), 500, "internal_error"),
@@ -151,6 +172,10 @@ def test_handle_error_maps_each_kind(shared_app: Flask, exc: Exception, status: 
         ("08000", (503, "unavailable")),
         ("08006", (503, "unavailable")),
         ("57P01", (503, "unavailable")),
+        ("57014", (503, "unavailable")),
+        ("57P05", (503, "unavailable")),
+        ("25P03", (503, "unavailable")),
+        ("55P03", (503, "unavailable")),
         ("42P01", None),
         ("XX000", None),
         (None, None),

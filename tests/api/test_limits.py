@@ -6,12 +6,13 @@ tests/api/test_read.py."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 
 import psycopg
 import pytest
 from flask.testing import FlaskClient
 
-from tests.helpers import LISTING
+from tests.helpers import LISTING, one
 
 BODY = {"type": "listing_flyer", "payload": LISTING}
 
@@ -90,24 +91,44 @@ def test_limits_body_nested_deeper_is_400_never_500(shared_client: FlaskClient, 
     assert r.get_json()["error"]["code"] == "invalid_json"
 
 
+def _in(days: float) -> str:
+    return (datetime.now(timezone.utc) + timedelta(days=days)).isoformat()
+
+
+RUN_AT_PROBLEM = [{"field": "run_at", "problem": "must be between 1970-01-01T00:00:00Z and 366 days from now"}]
+
+
 @pytest.mark.parametrize("run_at", [
     "0001-01-01T00:00:00+14:00",  # year 0 in UTC
     "9999-12-31T23:59:59-14:00",  # year 10000 in UTC
     "1969-12-31T23:59:59Z",
     "9999-06-01T00:00:00Z",
+    "1970-01-01T00:59:59+01:00",  # a second before the epoch
+    "in 367 days",
 ])
 def test_limits_run_at_out_of_range_is_422_never_500(shared_client: FlaskClient, unchanged: None,
                                                       run_at: str) -> None:
-    # A time that PostgreSQL stores but psycopg cannot read back (before year 1 or after 9999 in the
-    # session's time zone) used to be a 500 after the insert.
+    # The same bounds as enqueue_job's over SQL (tests/sql/test_enqueue.py). A time that PostgreSQL
+    # stores but psycopg cannot read back (year 0 or 10000 in the session's time zone) used to be a 500.
+    run_at = _in(367) if run_at == "in 367 days" else run_at
     r = shared_client.post("/api/jobs", json={**BODY, "run_at": run_at}, headers={"Idempotency-Key": "far"})
     assert r.status_code == 422
-    assert r.get_json()["error"]["details"] == [
-        {"field": "run_at", "problem": "must be between 1970-01-01T00:00:00Z and 9999-01-01T00:00:00Z"}]
+    assert r.get_json()["error"]["details"] == RUN_AT_PROBLEM
 
 
-@pytest.mark.parametrize("run_at", ["1970-01-01T00:00:00Z", "9998-12-31T23:59:59+14:00"])
+@pytest.mark.parametrize("run_at", ["1970-01-01T00:00:00Z", "1970-01-01T01:00:00+01:00", "in 365 days"])
 def test_limits_run_at_at_the_ends_of_its_range_is_accepted(client: FlaskClient, run_at: str) -> None:
+    run_at = _in(365) if run_at == "in 365 days" else run_at
     r = client.post("/api/jobs", json={**BODY, "run_at": run_at}, headers={"Idempotency-Key": "edge"})
     assert r.status_code == 202
     assert client.get(f"/api/jobs/{r.get_json()['data']['id']}").status_code == 200
+
+
+def test_limits_delay_ms_is_at_most_366_days(client: FlaskClient, conn: psycopg.Connection) -> None:
+    most = 366 * 24 * 3600 * 1000
+    r = client.post("/api/jobs", json={**BODY, "delay_ms": most + 1}, headers={"Idempotency-Key": "late"})
+    assert r.status_code == 422
+    assert r.get_json()["error"]["details"] == [{"field": "delay_ms", "problem": f"must be at most {most}"}]
+    r = client.post("/api/jobs", json={**BODY, "delay_ms": most}, headers={"Idempotency-Key": "latest"})
+    assert r.status_code == 202  # and enqueue_job, over SQL, takes exactly as much
+    assert one(conn, "select run_at - created_at as wait from jobs")["wait"] == timedelta(days=366)

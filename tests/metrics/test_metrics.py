@@ -1,6 +1,8 @@
-"""GET /metrics: Prometheus text built from queue_stats(), the same numbers psql sees."""
+"""GET /metrics: Prometheus text built from queue_stats(), the same numbers psql sees; kept per API process
+for METRICS_CACHE_MS, one queue_stats() at a time; behind METRICS_TOKEN when it is set."""
 from __future__ import annotations
 
+import threading
 from typing import Iterator
 
 import psycopg
@@ -8,8 +10,9 @@ import pytest
 from flask import Flask
 from prometheus_client.parser import text_string_to_metric_families
 
+from pgqw import config, db
 from pgqw.app import close_pool, create_app
-from pgqw import db
+from pgqw.app import metrics as metrics_module
 from tests.helpers import enqueue
 
 
@@ -81,3 +84,151 @@ def test_metrics_with_no_worker_and_no_job(app: Flask) -> None:
     samples = _samples(app.test_client().get("/metrics").get_data(as_text=True))
     assert samples[("pgqw_workers_alive", ())] == 0
     assert not [name for name, _ in samples if name == "pgqw_jobs_waiting_without_worker"]
+
+
+# ---- the cache: one queue_stats() per window, however many scrape ----
+
+class Clock:
+    """A clock the test moves (seconds)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def cached_app(db_url: str) -> Iterator[Flask]:
+    application = create_app({"DATABASE_URL": db_url, "TESTING": True, "METRICS_CACHE_MS": 5000})
+    yield application
+    close_pool(application)
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts db.queue_stats calls (the wrapper calls the real one)."""
+    made: list[int] = []
+    real = db.queue_stats
+
+    def counted(conn: psycopg.Connection) -> list[db.Stat]:
+        made.append(1)
+        return real(conn)
+
+    monkeypatch.setattr(db, "queue_stats", counted)
+    return made
+
+
+def _pending(app: Flask) -> float:
+    response = app.test_client().get("/metrics")
+    assert response.status_code == 200
+    return _samples(response.get_data(as_text=True))[("pgqw_jobs", (("queue", "default"), ("status", "pending")))]
+
+
+def test_metrics_concurrent_scrapes_share_one_queue_stats_call(cached_app: Flask, conn: psycopg.Connection,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    enqueue(conn)
+    cache = metrics_module.stats_cache(cached_app)
+    scrapers = 8
+    made: list[int] = []
+    real = db.queue_stats
+
+    def held(c: psycopg.Connection) -> list[db.Stat]:
+        # The first scrape's query does not end before every other scrape waits for it.
+        made.append(1)
+        with cache.changed:
+            assert cache.changed.wait_for(lambda: cache.waiting == scrapers - 1, timeout=30), cache.waiting
+        return real(c)
+
+    monkeypatch.setattr(db, "queue_stats", held)
+    answers: list[float] = []
+    threads = [threading.Thread(target=lambda: answers.append(_pending(cached_app))) for _ in range(scrapers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert answers == [1] * scrapers
+    assert len(made) == 1
+
+
+def test_metrics_are_cached_within_the_window_and_refreshed_after(cached_app: Flask, conn: psycopg.Connection,
+                                                                  calls: list[int]) -> None:
+    clock = Clock()
+    metrics_module.stats_cache(cached_app).clock = clock
+    enqueue(conn)
+    assert _pending(cached_app) == 1
+    enqueue(conn)
+    clock.now += 4.999
+    assert _pending(cached_app) == 1  # still the kept answer
+    assert len(calls) == 1
+    clock.now += 0.001
+    assert _pending(cached_app) == 2  # 5 s old: asked again
+    assert _pending(cached_app) == 2
+    assert len(calls) == 2
+
+
+def test_metrics_a_failed_refresh_is_not_kept(cached_app: Flask, conn: psycopg.Connection,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    enqueue(conn)
+    real = db.queue_stats
+
+    def broken(c: psycopg.Connection) -> list[db.Stat]:
+        raise psycopg.errors.QueryCanceled("canceling statement due to statement timeout")
+
+    monkeypatch.setattr(db, "queue_stats", broken)
+    response = cached_app.test_client().get("/metrics")
+    assert response.status_code >= 500 and response.get_json()["error"]["code"]
+    monkeypatch.setattr(db, "queue_stats", real)
+    assert _pending(cached_app) == 1
+
+
+def test_metrics_cache_off_asks_every_time(db_url: str, conn: psycopg.Connection, calls: list[int]) -> None:
+    application = create_app({"DATABASE_URL": db_url, "TESTING": True, "METRICS_CACHE_MS": 0})
+    try:
+        assert _pending(application) == 0
+        enqueue(conn)
+        assert _pending(application) == 1
+        assert len(calls) == 2
+    finally:
+        close_pool(application)
+
+
+def test_metrics_cache_defaults_to_5_seconds_from_the_environment(db_url: str, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    monkeypatch.delenv("METRICS_CACHE_MS", raising=False)
+    assert config.load().metrics_cache_ms == 5000
+    monkeypatch.setenv("METRICS_CACHE_MS", "250")
+    application = create_app({"DATABASE_URL": db_url, "TESTING": True})
+    try:
+        assert metrics_module.stats_cache(application).ttl == 0.25
+    finally:
+        close_pool(application)
+    monkeypatch.setenv("METRICS_CACHE_MS", "-1")
+    with pytest.raises(config.ConfigError, match="METRICS_CACHE_MS"):
+        config.load()
+
+
+# ---- METRICS_TOKEN ----
+
+TOKEN = "metrics-token-0123456789abcdef"
+
+
+def test_metrics_with_metrics_token_need_it(db_url: str) -> None:
+    application = create_app({"DATABASE_URL": db_url, "TESTING": True, "METRICS_TOKEN": TOKEN})
+    try:
+        client = application.test_client()
+        for headers in ({}, {"Authorization": "Bearer wrong-token-0123456789"}, {"Authorization": TOKEN}):
+            response = client.get("/metrics", headers=headers)
+            assert response.status_code == 401, headers
+            assert response.mimetype == "application/json"
+            assert response.get_json()["error"]["code"] in ("unauthorized", "invalid_token")
+            assert response.headers["WWW-Authenticate"].startswith('Bearer realm="pgqw"')
+        response = client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert response.status_code == 200
+        assert "pgqw_jobs" in response.get_data(as_text=True)
+    finally:
+        close_pool(application)
+
+
+def test_metrics_without_metrics_token_are_open(app: Flask) -> None:
+    assert app.test_client().get("/metrics").status_code == 200

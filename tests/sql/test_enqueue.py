@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import threading
+from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from pgqw import db
 from tests.helpers import LISTING, enqueue, job_row, one, rows
@@ -117,6 +120,12 @@ def test_enqueue_job_notifies_when_ready_now(db_url: str, conn: psycopg.Connecti
         ("select enqueue_job('t', '{}', 'k', p_queue => '   ')", "QV400"),
         ("select enqueue_job('t', '{}', 'k', p_max_attempts => 0)", "QV400"),
         ("select enqueue_job('t', '{}', 'k', p_max_attempts => -3)", "QV400"),
+        ("select enqueue_job('t', '{}', 'k', p_max_attempts => 1001)", "QV400"),
+        ("select enqueue_job('t', '{}', 'k', p_run_at => '1969-12-31 23:59:59.999999+00')", "QV400"),
+        ("select enqueue_job('t', '{}', 'k', p_run_at => now() + interval '366 days 1 second')", "QV400"),
+        ("select enqueue_job('t', '{}', 'k', p_run_at => '9999-01-01T00:00:00Z')", "QV400"),
+        ("select enqueue_job('t', '{}', 'k', p_run_at => 'infinity')", "QV400"),
+        ("select enqueue_job('t', '{}', 'k', p_run_at => '-infinity')", "QV400"),
         ("select enqueue_job('t', jsonb_build_object('x', repeat('a', 70000)), 'k')", "QV413"),
     ],
 )
@@ -182,3 +191,63 @@ def test_enqueue_job_takes_over_key_when_twin_rolls_back(connect) -> None:
     a.rollback()
     t.join(timeout=5)
     assert result and result[0].created is True
+
+
+# The bounds of run_at and max_attempts are the HTTP API's (tests/api/test_limits.py), so pgqw_api
+# can do no more over SQL than over HTTP.
+
+@pytest.mark.parametrize("run_at", ["'1970-01-01 00:00:00+00'", "now() + interval '366 days'", "now()"])
+def test_enqueue_job_run_at_at_the_ends_of_its_range_is_accepted(conn: psycopg.Connection, run_at: str) -> None:
+    row = one(conn, f"select * from enqueue_job('t', '{{}}', 'edge', p_run_at => {run_at}, p_max_attempts => 1000)")
+    assert row["created"] and row["max_attempts"] == 1000
+
+
+def test_enqueue_job_delay_beyond_366_days_raises_qv400(conn: psycopg.Connection) -> None:
+    # db.enqueue_job's delay becomes run_at = now() + delay before enqueue_job sees it.
+    enqueue(conn, "a-year", run_at=None, delay=timedelta(days=366))
+    with pytest.raises(psycopg.Error) as exc:
+        enqueue(conn, "too-late", run_at=None, delay=timedelta(days=366, milliseconds=1))
+    assert exc.value.sqlstate == "QV400"
+    assert "run_at" in exc.value.diag.message_primary
+
+
+def test_enqueue_job_as_pgqw_api_is_held_to_the_same_bounds(conn: psycopg.Connection) -> None:
+    conn.execute("set role pgqw_api")
+    for call in ("select enqueue_job('t', '{}', 'k', p_max_attempts => 1001)",
+                 "select enqueue_job('t', '{}', 'k', p_run_at => now() + interval '10 years')",
+                 "select enqueue_job('t', '{}', 'k', p_run_at => '1900-01-01Z')"):
+        with pytest.raises(psycopg.Error) as exc:
+            conn.execute(call)
+        assert exc.value.sqlstate == "QV400", call
+    conn.execute("reset role")
+    assert one(conn, "select count(*) as n from jobs")["n"] == 0
+
+
+@pytest.mark.parametrize("element, accepted", [
+    ({"run_at": "1970-01-01T00:00:00Z"}, True),
+    ({"run_at": "1969-12-31T23:59:59Z"}, False),
+    ({"run_at": "infinity"}, False),
+    ({"run_at": "in 365 days"}, True),
+    ({"run_at": "in 367 days"}, False),
+    ({"delay_ms": 366 * 24 * 3600 * 1000}, True),
+    ({"delay_ms": 366 * 24 * 3600 * 1000 + 1}, False),
+    ({"delay_ms": 10**15}, False),
+    ({"max_attempts": 1000}, True),
+    ({"max_attempts": 1001}, False),
+])
+def test_enqueue_jobs_holds_the_same_bounds(conn: psycopg.Connection, element: dict[str, Any],
+                                            accepted: bool) -> None:
+    if str(element.get("run_at", "")).startswith("in "):
+        days = int(element["run_at"].split()[1])
+        element = {"run_at": (datetime.now(timezone.utc) + timedelta(days=days)).isoformat()}
+    batch = [{"type": "t", "payload": {}, "idempotency_key": "fine"},
+             {"type": "t", "payload": {}, "idempotency_key": "bounded", **element}]
+    if accepted:
+        assert [j.created for j in db.enqueue_jobs(conn, jobs=batch)] == [True, True]
+        return
+    before = snapshot(conn)
+    with pytest.raises(psycopg.Error) as exc:
+        conn.execute("select * from enqueue_jobs(%s::jsonb)", [Jsonb(batch)])
+    assert exc.value.sqlstate == "QV400"
+    assert exc.value.diag.message_primary.startswith("job 2")
+    assert snapshot(conn) == before
