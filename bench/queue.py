@@ -77,7 +77,7 @@ def claim_client(dsn: str, worker_id: str, batch: int, limit: int | None = None,
                     job = db.claim_job(claim_conn, worker_id=worker_id)
                     if job is None:
                         break
-                    db.mark_succeeded(mark_conn, job_id=job.id, worker_id=worker_id, attempt=job.attempts)
+                    db.mark_succeeded(mark_conn, job_id=job.id, lease_token=job.lease_token)
                     done += 1
             else:
                 while limit is None or done < limit:
@@ -85,8 +85,7 @@ def claim_client(dsn: str, worker_id: str, batch: int, limit: int | None = None,
                                          limit=batch if limit is None else min(batch, limit - done))
                     if not jobs:
                         break
-                    db.mark_jobs_succeeded(mark_conn, worker_id=worker_id,
-                                           done=[(j.id, j.attempts) for j in jobs])
+                    db.mark_jobs_succeeded(mark_conn, done=[(j.id, j.lease_token) for j in jobs])
                     done += len(jobs)
         finally:
             claim_conn.close()

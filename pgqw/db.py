@@ -56,6 +56,12 @@ class RecordedJob(Job):
 
 
 @dataclass
+class ClaimedJob(Job):
+    """A job as its claim returns it: with the lease token that alone speaks for this attempt."""
+    lease_token: uuid.UUID
+
+
+@dataclass
 class Attempt:
     job_id: uuid.UUID
     attempt: int
@@ -65,6 +71,7 @@ class Attempt:
     outcome: str | None
     error: str | None
     abandon_reason: str | None
+    lease_token_hash: bytes | None = None  # SHA-256 of the attempt's lease token
 
 
 @dataclass
@@ -145,12 +152,12 @@ def claim_job(
     queues: Sequence[str] | None = None,
     lease_ms: int | None = None,
     task_types: Sequence[str] | None = None,
-) -> Job | None:
-    """The next ready job of these queues and task types (None: any), or None."""
-    with conn.cursor(row_factory=class_row(Job)) as cur:
+) -> ClaimedJob | None:
+    """The next ready job of these queues and task types (None: any) with its lease token, or None."""
+    with conn.cursor(row_factory=class_row(ClaimedJob)) as cur:
         cur.execute(
             "select * from claim_job(%(worker_id)s::text, %(queues)s::text[], %(lease_ms)s::integer,"
-            " p_task_types => %(types)s::text[])",
+            " %(types)s::text[])",
             {"worker_id": worker_id, "queues": list(queues) if queues else None, "lease_ms": lease_ms,
              "types": list(task_types) if task_types is not None else None},
         )
@@ -165,12 +172,12 @@ def claim_jobs(
     queues: Sequence[str] | None = None,
     lease_ms: int | None = None,
     task_types: Sequence[str] | None = None,
-) -> list[Job]:
-    """Up to limit ready jobs of these queues and task types (None: any)."""
-    with conn.cursor(row_factory=class_row(Job)) as cur:
+) -> list[ClaimedJob]:
+    """Up to limit ready jobs of these queues and task types (None: any), each with its lease token."""
+    with conn.cursor(row_factory=class_row(ClaimedJob)) as cur:
         cur.execute(
             "select * from claim_jobs(%(worker_id)s::text, %(limit)s::integer, %(queues)s::text[],"
-            " %(lease_ms)s::integer, p_task_types => %(types)s::text[])",
+            " %(lease_ms)s::integer, %(types)s::text[])",
             {"worker_id": worker_id, "limit": limit, "queues": list(queues) if queues else None,
              "lease_ms": lease_ms, "types": list(task_types) if task_types is not None else None},
         )
@@ -178,16 +185,17 @@ def claim_jobs(
 
 
 def mark_succeeded(
-    conn: psycopg.Connection, *, job_id: uuid.UUID | str, worker_id: str, attempt: int,
+    conn: psycopg.Connection, *, job_id: uuid.UUID | str, lease_token: uuid.UUID | str,
     result: tuple[str, Any, bytes | None] | None = None,
 ) -> RecordedJob:
-    """Success of this worker's attempt, with its result (content type, JSON value, bytes) if any."""
+    """Success of the attempt this lease token holds, with its result (content type, JSON value,
+    bytes) if any."""
     content_type, value, data = result if result is not None else (None, None, None)
     with conn.cursor(row_factory=class_row(RecordedJob)) as cur:
         cur.execute(
-            "select * from mark_succeeded(%(job_id)s::uuid, %(worker_id)s::text, %(attempt)s::integer,"
-            " %(type)s::text, %(value)s::jsonb, %(data)s::bytea)",
-            {"job_id": job_id, "worker_id": worker_id, "attempt": attempt, "type": content_type,
+            "select * from mark_succeeded(%(job_id)s::uuid, %(token)s::uuid, %(type)s::text, %(value)s::jsonb,"
+            " %(data)s::bytea)",
+            {"job_id": job_id, "token": lease_token, "type": content_type,
              "value": Jsonb(value) if data is None and content_type is not None else None, "data": data},
         )
         row = cur.fetchone()
@@ -199,8 +207,7 @@ def mark_failed(
     conn: psycopg.Connection,
     *,
     job_id: uuid.UUID | str,
-    worker_id: str,
-    attempt: int,
+    lease_token: uuid.UUID | str,
     error: str,
     retryable: bool = True,
     base_ms: int | None = None,
@@ -209,10 +216,10 @@ def mark_failed(
 ) -> RecordedJob:
     with conn.cursor(row_factory=class_row(RecordedJob)) as cur:
         cur.execute(
-            "select * from mark_failed(%(job_id)s::uuid, %(worker_id)s::text, %(attempt)s::integer,"
+            "select * from mark_failed(%(job_id)s::uuid, %(token)s::uuid,"
             " %(error)s::text, %(retryable)s::boolean, %(base_ms)s::integer,"
             " %(max_jitter_ms)s::integer, %(max_delay_ms)s::integer)",
-            {"job_id": job_id, "worker_id": worker_id, "attempt": attempt, "error": error,
+            {"job_id": job_id, "token": lease_token, "error": error,
              "retryable": retryable, "base_ms": base_ms, "max_jitter_ms": max_jitter_ms,
              "max_delay_ms": max_delay_ms},
         )
@@ -222,35 +229,39 @@ def mark_failed(
 
 
 def heartbeat(
-    conn: psycopg.Connection, *, worker_id: str, job_ids: Iterable[uuid.UUID | str], lease_ms: int | None = None
+    conn: psycopg.Connection, *, leases: Sequence[tuple[uuid.UUID | str, uuid.UUID | str]], lease_ms: int | None = None
 ) -> list[Lease]:
+    """Extends the lease of each (job id, lease token) that still holds its job; a job missing from
+    the answer is no longer held by that token."""
     with conn.cursor(row_factory=class_row(Lease)) as cur:
         cur.execute(
-            "select * from heartbeat(%(worker_id)s::text, %(job_ids)s::uuid[], %(lease_ms)s::integer)",
-            {"worker_id": worker_id, "job_ids": list(job_ids), "lease_ms": lease_ms},
+            "select * from heartbeat(%(job_ids)s::uuid[], %(tokens)s::uuid[], %(lease_ms)s::integer)",
+            {"job_ids": [j for j, _ in leases], "tokens": [t for _, t in leases], "lease_ms": lease_ms},
         )
         return cur.fetchall()
 
 
-def sweep_stuck(conn: psycopg.Connection, *, now: datetime | None = None) -> list[Swept]:
-    """Recovers the jobs whose lease expired; `now` (an owner's or operator's test clock) defaults to
-    the server's."""
+def sweep_stuck(conn: psycopg.Connection) -> list[Swept]:
+    """Recovers the jobs whose lease expired, by the server's clock."""
     with conn.cursor(row_factory=class_row(Swept)) as cur:
-        if now is None:
-            cur.execute("select * from sweep_stuck()")
-        else:
-            cur.execute("select * from sweep_stuck(%(now)s::timestamptz)", {"now": now})
+        cur.execute("select * from sweep_stuck()")
+        return cur.fetchall()
+
+
+def sweep_stuck_at(conn: psycopg.Connection, *, now: datetime) -> list[Swept]:
+    """sweep_stuck as if it were `now`: the owner's test clock and repairs (no role may call it)."""
+    with conn.cursor(row_factory=class_row(Swept)) as cur:
+        cur.execute("select * from sweep_stuck_at(%(now)s::timestamptz)", {"now": now})
         return cur.fetchall()
 
 
 def release_job(
-    conn: psycopg.Connection, *, job_id: uuid.UUID | str, worker_id: str, attempt: int, reason: str
+    conn: psycopg.Connection, *, job_id: uuid.UUID | str, lease_token: uuid.UUID | str, reason: str
 ) -> RecordedJob:
     with conn.cursor(row_factory=class_row(RecordedJob)) as cur:
         cur.execute(
-            "select * from release_job(%(job_id)s::uuid, %(worker_id)s::text, %(attempt)s::integer,"
-            " %(reason)s::text)",
-            {"job_id": job_id, "worker_id": worker_id, "attempt": attempt, "reason": reason},
+            "select * from release_job(%(job_id)s::uuid, %(token)s::uuid, %(reason)s::text)",
+            {"job_id": job_id, "token": lease_token, "reason": reason},
         )
         row = cur.fetchone()
     assert row is not None
@@ -406,17 +417,16 @@ async def enqueue_jobs_async(conn: psycopg.AsyncConnection, *, jobs: Sequence[di
 
 
 def mark_jobs_succeeded(
-    conn: psycopg.Connection, *, worker_id: str, done: Sequence[tuple[uuid.UUID | str, int]],
+    conn: psycopg.Connection, *, done: Sequence[tuple[uuid.UUID | str, uuid.UUID | str]],
     results: Sequence[Any] | None = None,
 ) -> list[RecordedJob]:
-    """mark_succeeded for many (job id, attempt) pairs of one worker, each with its JSON result
-    (results[i]; None: none); returns the jobs whose attempt succeeded (already_recorded: by an
-    earlier call). A pair not this worker's to finish is missing."""
+    """mark_succeeded for many (job id, lease token) pairs, each with its JSON result (results[i];
+    None: none); returns the jobs whose attempt succeeded (already_recorded: by an earlier call). A
+    pair whose token does not hold its job is missing."""
     with conn.cursor(row_factory=class_row(RecordedJob)) as cur:
         cur.execute(
-            "select * from mark_jobs_succeeded(%(worker_id)s::text, %(ids)s::uuid[], %(attempts)s::integer[],"
-            " %(results)s::jsonb)",
-            {"worker_id": worker_id, "ids": [j for j, _ in done], "attempts": [a for _, a in done],
+            "select * from mark_jobs_succeeded(%(ids)s::uuid[], %(tokens)s::uuid[], %(results)s::jsonb)",
+            {"ids": [j for j, _ in done], "tokens": [t for _, t in done],
              "results": Jsonb(list(results)) if results is not None and any(r is not None for r in results)
              else None},
         )
@@ -510,12 +520,13 @@ def report_latest_jobs(conn: psycopg.Connection, *, limit: int = 20) -> list[Lat
 def claim_job_at(
     conn: psycopg.Connection, *, worker_id: str, now: datetime, queues: Sequence[str] | None = None,
     lease_ms: int | None = None,
-) -> Job | None:
-    """claim_job as if it were `now` (p_now): for operators' tools and tests, not for workers."""
-    with conn.cursor(row_factory=class_row(Job)) as cur:
+) -> ClaimedJob | None:
+    """claim_job as if it were `now` (claim_jobs_at): the owner's test clock and repairs; no role may
+    call it."""
+    with conn.cursor(row_factory=class_row(ClaimedJob)) as cur:
         cur.execute(
-            "select * from claim_job(%(worker_id)s::text, %(queues)s::text[], %(lease_ms)s::integer,"
-            " %(now)s::timestamptz)",
+            "select * from claim_jobs_at(%(now)s::timestamptz, %(worker_id)s::text, 1, %(queues)s::text[],"
+            " %(lease_ms)s::integer)",
             {"worker_id": worker_id, "queues": list(queues) if queues else None, "now": now, "lease_ms": lease_ms},
         )
         return cur.fetchone()

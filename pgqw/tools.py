@@ -199,7 +199,7 @@ class IdempotencyCheck:
         return self.sequential_flyers == [0, 1] and self.concurrent_flyers == 1
 
 
-def _check_job(conn: psycopg.Connection, key: str, worker_id: str, *, lease_ms: int | None = None) -> db.Job:
+def _check_job(conn: psycopg.Connection, key: str, worker_id: str, *, lease_ms: int | None = None) -> db.ClaimedJob:
     """A job of its own queue, due in a year, so no running worker takes it; then claimed by
     this check (p_now = its run_at) so its attempts are recorded like any other."""
     job = db.enqueue_job(conn, type="listing_flyer", payload=EXAMPLE_LISTING, idempotency_key=key,
@@ -210,11 +210,11 @@ def _check_job(conn: psycopg.Connection, key: str, worker_id: str, *, lease_ms: 
     return claimed
 
 
-def _record(conninfo: str, job: db.Job, worker_id: str, pdf: bytes) -> str:
+def _record(conninfo: str, job: db.ClaimedJob, worker_id: str, pdf: bytes) -> str:
     """The work's result recorded with its success, as a worker does; what the database answered."""
     try:
         with psycopg.connect(conninfo, autocommit=True) as conn:
-            db.mark_succeeded(conn, job_id=job.id, worker_id=worker_id, attempt=job.attempts,
+            db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token,
                               result=("application/pdf", None, pdf))
     except psycopg.Error as exc:
         return f"refused ({exc.sqlstate}: {exc.diag.message_primary})"
@@ -244,7 +244,7 @@ def check_idempotency(conninfo: str, settings: config.Settings) -> IdempotencyCh
     counts = [_flyers(conninfo, job_a)]
     lines.append(f"  after run 1: {counts[-1]} flyer(s)   (A rendered; nothing recorded)")
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        db.release_job(conn, job_id=job_a.id, worker_id="check-idempotency-a", attempt=job_a.attempts,
+        db.release_job(conn, job_id=job_a.id, lease_token=job_a.lease_token,
                        reason="check-idempotency: worker A died after the work")
         job_b = db.claim_job_at(conn, worker_id="check-idempotency-b", queues=["check-idempotency"], now=job_a.run_at)
     assert job_b is not None and job_b.id == job_a.id
@@ -261,13 +261,13 @@ def check_idempotency(conninfo: str, settings: config.Settings) -> IdempotencyCh
     with psycopg.connect(conninfo, autocommit=True) as conn:
         job_a = _check_job(conn, f"check-idempotency-{stamp}-concurrent", "check-idempotency-a", lease_ms=1)
         later = job_a.run_at + timedelta(seconds=1)
-        db.sweep_stuck(conn, now=later)
+        db.sweep_stuck_at(conn, now=later)
         job_b = db.claim_job_at(conn, worker_id="check-idempotency-b", queues=["check-idempotency"], now=later)
     assert job_b is not None and job_b.id == job_a.id
     barrier = threading.Barrier(2)
     said: list[str] = ["", ""]
 
-    def run(i: int, job: db.Job, worker_id: str) -> None:
+    def run(i: int, job: db.ClaimedJob, worker_id: str) -> None:
         pdf = render(listing, job.id, settings)
         barrier.wait(timeout=30)  # both record at the same moment
         said[i] = _record(conninfo, job, worker_id, pdf)

@@ -68,8 +68,9 @@ def test_cli_report_prints_counts_and_timeline(db_url: str) -> None:
 
     with psycopg.connect(db_url, autocommit=True) as conn:
         job = db.enqueue_job(conn, type="listing_flyer", payload=EXAMPLE_LISTING, idempotency_key="cli-report")
-        db.claim_job(conn, worker_id="w-cli")
-        db.mark_failed(conn, job_id=job.id, worker_id="w-cli", attempt=1, error="boom")
+        claimed = db.claim_job(conn, worker_id="w-cli")
+        assert claimed is not None and claimed.id == job.id
+        db.mark_failed(conn, job_id=job.id, lease_token=claimed.lease_token, error="boom")
     done = _pgqw("report", env={"DATABASE_URL": db_url})
     assert done.returncode == 0, done.stderr
     assert re.search(r"^failed +1$", done.stdout, re.M), done.stdout  # the status table (drawn by rich)

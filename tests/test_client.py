@@ -33,7 +33,7 @@ def _finish(conn: psycopg.Connection, job_id: uuid.UUID, result=None) -> None:
     queue = db.get_job(conn, job_id=job_id).queue
     job = db.claim_job(conn, worker_id="client-test", queues=[queue])
     assert job is not None and job.id == job_id
-    db.mark_succeeded(conn, job_id=job.id, worker_id="client-test", attempt=job.attempts, result=result)
+    db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token, result=result)
 
 
 def test_client_enqueue_in_a_rolled_back_transaction_leaves_no_job(db_url: str, conn: psycopg.Connection) -> None:

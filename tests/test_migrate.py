@@ -199,7 +199,7 @@ def _role_exists(dsn: str, role: str) -> bool:
 
 
 ENQUEUE = "enqueue_job(text,jsonb,text,text,integer,timestamptz,integer)"
-CLAIM = "claim_job(text,text[],integer,timestamptz,text[])"
+CLAIM = "claim_job(text,text[],integer,text[])"
 
 
 class Roles:
@@ -413,7 +413,8 @@ def test_migrate_0004_keeps_as_results_only_the_flyers_of_succeeded_jobs(empty_d
     """An upgrade from the flyers table: save_flyer stored a flyer before the job's success, so a worker
     that stopped in between left flyers of unfinished jobs. Only succeeded jobs' flyers become results
     (a result exists exactly when its job succeeded), and an unfinished job's next success, with its
-    new flyer, is not refused by job_results_pkey."""
+    new flyer, is not refused by job_results_pkey. (Its attempt of before lease tokens ends with the
+    sweep; the next claim's token finishes it.)"""
     old = _copy_sql(tmp_path / "before-0004")
     for version, path in migration_files(old):
         if version >= 4:
@@ -432,7 +433,8 @@ def test_migrate_0004_keeps_as_results_only_the_flyers_of_succeeded_jobs(empty_d
             ("dead", "dead", ", finished_at = now(), last_error = 'boom'"),
         ):
             ids[key] = rows(c, "insert into jobs (type, max_attempts, idempotency_key, attempts, started_at)"
-                               " values ('listing_flyer', 1, %s, 1, now()) returning id", [key])[0]["id"]
+                               " values ('listing_flyer', %s, %s, 1, now()) returning id",
+                            [2 if key == "running" else 1, key])[0]["id"]
             c.execute(f"update jobs set status = %s{extra} where id = %s", [status, ids[key]])
             c.execute("insert into job_attempts (job_id, attempt, worker_id, started_at)"
                       " values (%s, 1, 'w-old', now())", [ids[key]])
@@ -443,8 +445,11 @@ def test_migrate_0004_keeps_as_results_only_the_flyers_of_succeeded_jobs(empty_d
         assert rows(c, "select job_id, content_type, data from job_results") == [
             {"job_id": ids["done"], "content_type": "application/pdf", "data": b"%PDF-done"}]
         assert rows(c, "select job_id, pdf from flyers") == [{"job_id": ids["done"], "pdf": b"%PDF-done"}]
-        finished = rows(c, "select status, already_recorded from mark_succeeded(%s, 'w-old', 1, 'application/pdf',"
-                           " null, '%%PDF-again')", [ids["running"]])
+        swept = rows(c, "select job_id, status from sweep_stuck_at(now() + interval '2 hours')")
+        assert swept == [{"job_id": ids["running"], "status": "pending"}]
+        token = rows(c, "select lease_token from claim_job('w-new')")[0]["lease_token"]
+        finished = rows(c, "select status, already_recorded from mark_succeeded(%s, %s, 'application/pdf',"
+                           " null, '%%PDF-again')", [ids["running"], token])
         assert finished == [{"status": "succeeded", "already_recorded": False}]
         assert rows(c, "select data from job_results where job_id = %s", [ids["running"]]) == [{"data": b"%PDF-again"}]
 
@@ -477,3 +482,131 @@ def test_migrate_sets_the_roles_session_timeouts_and_sets_them_again_every_run(
     # A session of the role gets them at login.
     with psycopg.connect(make_conninfo(dsn, user=own_roles.worker)) as c:
         assert rows(c, "show idle_in_transaction_session_timeout")[0]["idle_in_transaction_session_timeout"] == "5s"
+
+
+# The functions as 0004 left them, with the signatures 0005 drops: claim_jobs and claim_job as they
+# were (a claim that records no lease token), the others stand-ins with their old arguments.
+BEFORE_0005_FUNCTIONS = """
+create or replace function claim_jobs(p_worker_id text, p_limit integer, p_queues text[] default null,
+                                      p_lease_ms integer default null, p_now timestamptz default now(),
+                                      p_task_types text[] default null)
+returns setof jobs language plpgsql security definer set search_path = public, pg_temp as $$
+begin
+    return query
+    with claimed as (
+        update jobs j
+           set status = 'processing', attempts = j.attempts + 1, started_at = p_now, locked_by = p_worker_id,
+               lease_expires_at = p_now + make_interval(
+                   secs => coalesce(p_lease_ms, (select s.lease_ms from queue_settings s)) / 1000.0)
+         where j.id = any (array(
+                   select r.id from jobs r
+                    where r.status in ('pending', 'failed') and r.run_at <= p_now and r.attempts < r.max_attempts
+                      and (p_queues is null or r.queue = any (p_queues))
+                      and (p_task_types is null or r.type = any (p_task_types))
+                    order by r.priority desc, r.run_at, r.id limit p_limit for update skip locked))
+        returning j.*
+    ), recorded as (
+        insert into job_attempts (job_id, attempt, worker_id, started_at)
+        select c.id, c.attempts, c.locked_by, c.started_at from claimed c
+    )
+    select c.* from claimed c order by c.priority desc, c.run_at, c.id;
+end;
+$$;
+create or replace function claim_job(p_worker_id text, p_queues text[] default null, p_lease_ms integer default null,
+                                     p_now timestamptz default now(), p_task_types text[] default null)
+returns setof jobs language plpgsql security definer set search_path = public, pg_temp as $$
+begin
+    return query select * from claim_jobs(p_worker_id, 1, p_queues, p_lease_ms, p_now, p_task_types);
+end;
+$$;
+create or replace function heartbeat(p_worker_id text, p_job_ids uuid[], p_lease_ms integer default null)
+returns void language plpgsql as $$ begin end; $$;
+create or replace function mark_succeeded(p_job_id uuid, p_worker_id text, p_attempt integer, p_result_type text,
+                                          p_result_value jsonb, p_result_data bytea)
+returns void language plpgsql as $$ begin end; $$;
+create or replace function mark_jobs_succeeded(p_worker_id text, p_job_ids uuid[], p_attempts integer[],
+                                               p_results jsonb)
+returns void language plpgsql as $$ begin end; $$;
+create or replace function mark_failed(p_job_id uuid, p_worker_id text, p_attempt integer, p_error text,
+                                       p_retryable boolean, p_base_ms integer, p_max_jitter_ms integer,
+                                       p_max_delay_ms integer)
+returns void language plpgsql as $$ begin end; $$;
+create or replace function release_job(p_job_id uuid, p_worker_id text, p_attempt integer, p_reason text)
+returns void language plpgsql as $$ begin end; $$;
+create or replace function raise_job_not_held(p_job_id uuid, p_worker_id text, p_attempt integer)
+returns void language plpgsql as $$ begin end; $$;
+create or replace function sweep_stuck(p_now timestamptz default now())
+returns void language plpgsql as $$ begin end; $$;
+"""
+# What 0005 drops, by signature: none of them may be left beside its new form.
+OLD_SIGNATURES = (
+    "claim_job(text,text[],integer,timestamptz,text[])", "claim_jobs(text,integer,text[],integer,timestamptz,text[])",
+    "heartbeat(text,uuid[],integer)", "mark_succeeded(uuid,text,integer,text,jsonb,bytea)",
+    "mark_jobs_succeeded(text,uuid[],integer[],jsonb)",
+    "mark_failed(uuid,text,integer,text,boolean,integer,integer,integer)", "release_job(uuid,text,integer,text)",
+    "raise_job_not_held(uuid,text,integer)", "sweep_stuck(timestamptz)",
+)
+
+
+def test_migrate_0005_an_attempt_claimed_before_lease_tokens_is_recovered_by_the_sweep(
+    empty_db_url: str, tmp_path: Path
+) -> None:
+    """A job claimed with 0004's claim_job, then the database migrated to the end: its attempt has no
+    token hash, so no token can finish, fail, hand back or extend it; the sweep recovers the job when
+    its lease runs out (the attempt ends without a hash, which the constraint allows), and the next
+    claim's token works. The old signatures are gone."""
+    old = _copy_sql(tmp_path / "before-0005")
+    for version, path in migration_files(old):
+        if version >= 5:
+            path.unlink()
+    for path in function_files(old):
+        path.unlink()
+    (old / "functions" / "before_0005.sql").write_text(BEFORE_0005_FUNCTIONS)
+    grants_file(old).write_text("select 1;\n")
+    migrate(empty_db_url, sql_dir=old, create_roles=False)
+    with psycopg.connect(empty_db_url, autocommit=True) as c:
+        job_id = rows(c, "insert into jobs (type, max_attempts, idempotency_key) values ('listing_flyer', 3, 'old')"
+                         " returning id")[0]["id"]
+        claimed = rows(c, "select id, attempts, locked_by from claim_job('w-old', null, 60000)")
+        assert claimed == [{"id": job_id, "attempts": 1, "locked_by": "w-old"}]
+
+    migrate(empty_db_url)
+    with psycopg.connect(empty_db_url, autocommit=True) as c:
+        for signature in OLD_SIGNATURES:
+            assert rows(c, "select to_regprocedure(%s) as f", [signature]) == [{"f": None}], signature
+        validated = "select convalidated from pg_constraint where conname = 'job_attempts_lease_token_hash_sha256'"
+        assert rows(c, validated) == [{"convalidated": False}]
+        assert rows(c, "select attempt, outcome, lease_token_hash from job_attempts") == [
+            {"attempt": 1, "outcome": None, "lease_token_hash": None}]
+
+        def state() -> list:
+            return [rows(c, "select * from jobs"), rows(c, "select * from job_attempts order by attempt"),
+                    rows(c, "select job_id from job_results")]
+
+        before = state()
+        for call in ("select * from mark_succeeded(%s, %s, 'application/json', '1')",
+                     "select * from mark_failed(%s, %s, 'boom', false)",
+                     "select * from release_job(%s, %s)"):
+            for token in (uuid.uuid4(), uuid.UUID(int=0)):
+                with pytest.raises(psycopg.Error) as exc:
+                    c.execute(call, [job_id, token])
+                assert exc.value.sqlstate == "QL409", call
+        assert rows(c, "select * from heartbeat(array[%s]::uuid[], array[%s]::uuid[])", [job_id, uuid.uuid4()]) == []
+        assert state() == before
+
+        # Nothing to sweep while its lease runs; then the sweep recovers it.
+        assert rows(c, "select * from sweep_stuck()") == []
+        swept = rows(c, "select job_id, attempt, worker_id, status from sweep_stuck_at(now() + interval '2 minutes')")
+        assert swept == [{"job_id": job_id, "attempt": 1, "worker_id": "w-old", "status": "pending"}]
+        assert rows(c, "select attempt, outcome, abandon_reason, lease_token_hash from job_attempts") == [
+            {"attempt": 1, "outcome": "abandoned", "abandon_reason": "lease_expired", "lease_token_hash": None}]
+
+        again = rows(c, "select id, attempts, lease_token from claim_job('w-new')")
+        assert [(r["id"], r["attempts"]) for r in again] == [(job_id, 2)]
+        token = again[0]["lease_token"]
+        assert rows(c, "select lease_token_hash = sha256(uuid_send(%s)) as ok from job_attempts where attempt = 2",
+                    [token]) == [{"ok": True}]
+        done = rows(c, "select status, already_recorded from mark_succeeded(%s, %s, 'application/json', '{\"ok\": 1}')",
+                    [job_id, token])
+        assert done == [{"status": "succeeded", "already_recorded": False}]
+        assert rows(c, "select job_id, value from job_results") == [{"job_id": job_id, "value": {"ok": 1}}]

@@ -26,11 +26,11 @@ class ClaimRequest:
     lease_ms: int | None = None     # None: the task type's lease, else queue_settings.lease_ms
     task_types: Sequence[str] | None = None  # only jobs of these types (the ones this worker runs)
 
-    def claim_many(self, conn: psycopg.Connection, limit: int) -> list[db.Job]:
+    def claim_many(self, conn: psycopg.Connection, limit: int) -> list[db.ClaimedJob]:
         return db.claim_jobs(conn, worker_id=self.worker_id, limit=limit, queues=self.queues,
                              lease_ms=self.lease_ms, task_types=self.task_types)
 
-    def claim_one(self, conn: psycopg.Connection) -> db.Job | None:
+    def claim_one(self, conn: psycopg.Connection) -> db.ClaimedJob | None:
         return db.claim_job(conn, worker_id=self.worker_id, queues=self.queues, lease_ms=self.lease_ms,
                             task_types=self.task_types)
 
@@ -67,7 +67,7 @@ class Claimer:
             started.append(self.start(job))
         return started
 
-    def start(self, job: db.Job) -> Running:
+    def start(self, job: db.ClaimedJob) -> Running:
         run, count, peak = self.slots.take(job)
         self.on_lease(run.lease_ms)
         self.log("start", f"{run.tag()}  (running {count}/{self.slots.cap}, peak {peak})")

@@ -2,8 +2,9 @@
 
 A job's lease is the one its claim granted (lease_expires_at - started_at, measured by the database),
 so without HEARTBEAT_INTERVAL_MS each job is heartbeated every third of its own lease, and each
-heartbeat renews that same lease. A job missing from heartbeat's answer is no longer this worker's
-(its lease expired and a sweep handed it on): it is logged as `lost`, and its result will be refused.
+heartbeat renews that same lease, presenting the lease token its claim returned. A job missing from
+heartbeat's answer is no longer held by that token (its lease expired and a sweep handed it on): it
+is logged as `lost`, and its result will be refused.
 """
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ class Heartbeat:
         kept: set = set()
         for lease_ms, runs in by_lease.items():
             leases = self.run(lambda conn: db.heartbeat(
-                conn, worker_id=self.settings.worker_id, job_ids=[r.job.id for r in runs], lease_ms=lease_ms))
+                conn, leases=[(r.job.id, r.job.lease_token) for r in runs], lease_ms=lease_ms))
             kept |= {lease.job_id for lease in leases}
         now = self.clock()
         lost: list[Running] = []
@@ -95,8 +96,8 @@ class Heartbeat:
                     lost.append(run)
         for run in lost:
             self.slots.count("lost")
-            self.log("lost", f"{run.tag()}: no longer held by {self.settings.worker_id} (its lease expired "
-                             "and a sweep handed it on); its result will be ignored")
+            self.log("lost", f"{run.tag()}: no longer held by its lease (it expired and a sweep handed the "
+                             "job on); its result will be ignored")
         return lost
 
     def loop(self, exiting: threading.Event) -> None:

@@ -86,7 +86,7 @@ class Recorder:
         job = run.job
         try:
             after = self.database.call(f"mark_succeeded {short(job.id)}", lambda conn: db.mark_succeeded(
-                conn, job_id=job.id, worker_id=self.worker_id, attempt=job.attempts, result=result))
+                conn, job_id=job.id, lease_token=job.lease_token, result=result))
         except psycopg.Error as exc:
             self.refused(run, exc)
             return
@@ -97,7 +97,7 @@ class Recorder:
         is not this attempt's: mark_succeeded alone then gives the reason (and its SQLSTATE)."""
         try:
             answered = self.database.call(f"mark_jobs_succeeded ({len(batch)} jobs)", lambda conn: db.mark_jobs_succeeded(
-                conn, worker_id=self.worker_id, done=[(r.job.id, r.job.attempts) for r, _, _ in batch],
+                conn, done=[(r.job.id, r.job.lease_token) for r, _, _ in batch],
                 results=[res[1] if res is not None else None for _, res, _ in batch]))
         except psycopg.Error as exc:
             self.log("error", f"mark_jobs_succeeded: {exc.sqlstate} {first_line(exc)}; recording one by one")
@@ -146,7 +146,7 @@ class Recorder:
         job, s = run.job, self.settings
         try:
             after = self.database.call(f"mark_failed {short(job.id)}", lambda conn: db.mark_failed(
-                conn, job_id=job.id, worker_id=self.worker_id, attempt=job.attempts, error=error,
+                conn, job_id=job.id, lease_token=job.lease_token, error=error,
                 retryable=retryable, base_ms=s.retry_base_delay_ms, max_jitter_ms=s.retry_max_jitter_ms,
                 max_delay_ms=s.retry_max_delay_ms))
         except psycopg.Error as exc:

@@ -94,7 +94,7 @@ class Shutdown:
         job = run.job
         try:
             after = self.database.call(f"release_job {short(job.id)}", lambda conn: db.release_job(
-                conn, job_id=job.id, worker_id=self.worker_id, attempt=job.attempts,
+                conn, job_id=job.id, lease_token=job.lease_token,
                 reason=f"worker {self.worker_id} shutting down"), deadline=self.clock() + RELEASE_DEADLINE_S)
         except psycopg.Error as exc:
             self.slots.free(run)

@@ -27,7 +27,7 @@ def granted_lease_ms(job: db.Job) -> int:
 
 @dataclass
 class Running:
-    job: db.Job
+    job: db.ClaimedJob              # its lease_token speaks for this attempt
     started: float                  # clock() at claim
     lease_ms: int                   # granted by the claim; the heartbeat renews the same
     next_beat: float = 0.0          # clock() time its lease is due to be extended
@@ -51,7 +51,7 @@ class Slots:
         self.peak = 0
         self.counts: Counter[str] = Counter()
 
-    def take(self, job: db.Job) -> tuple[Running, int, int]:
+    def take(self, job: db.ClaimedJob) -> tuple[Running, int, int]:
         """A claimed job takes a slot: (its Running, jobs held now, peak)."""
         run = Running(job=job, started=self.clock(), lease_ms=granted_lease_ms(job))
         with self.changed:

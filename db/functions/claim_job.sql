@@ -1,20 +1,23 @@
 -- claim_job: claim_jobs with p_limit 1 (pending/failed → processing): the next ready job for this worker (of its
--- queues and task types when given),
--- with its lease (lease_expires_at - started_at is the lease granted) and job_attempts row, or no row.
--- Raises QV400 (blank or long worker id, empty queue list, lease below 1 ms, bad now).
+-- queues and task types when given), with its lease, job_attempts row and lease token, or no row.
+-- Raises QV400 (blank or long worker id, empty queue or type list, lease below 1 ms).
 create or replace function claim_job(
     p_worker_id  text,
     p_queues     text[] default null,
     p_lease_ms   integer default null,
-    p_now        timestamptz default now(),
     p_task_types text[] default null
-) returns setof jobs
+) returns table (
+    id uuid, type text, payload jsonb, status text, attempts integer, max_attempts integer,
+    last_error text, run_at timestamptz, created_at timestamptz, started_at timestamptz,
+    finished_at timestamptz, locked_by text, lease_expires_at timestamptz,
+    idempotency_key text, queue text, priority integer, lease_token uuid
+)
 language plpgsql
 security definer
 set search_path = public, pg_temp
 as $$
 begin
-    -- plpgsql, not sql: its call of claim_jobs is planned once per session, not once per call.
-    return query select * from claim_jobs(p_worker_id, 1, p_queues, p_lease_ms, p_now, p_task_types);
+    -- plpgsql, not sql: its call of claim_jobs_at is planned once per session, not once per call.
+    return query select * from claim_jobs_at(now(), p_worker_id, 1, p_queues, p_lease_ms, p_task_types);
 end;
 $$;

@@ -1,25 +1,28 @@
 -- heartbeat: no status change; extends to now() + p_lease_ms (else the job's task type's lease, else queue_settings',
--- as claim_jobs grants it) the lease of each listed job this worker still holds. Returns (job_id, lease_expires_at)
--- per extended job: a listed job missing from the answer is no longer the worker's.
--- Raises QV400 (blank worker id, null job list, lease below 1 ms).
+-- as a claim grants it) the lease of each listed job whose lease token is given and still holds it. Returns
+-- (job_id, lease_expires_at) per extended job: a listed job missing from the answer is no longer its claimer's.
+-- Raises QV400 (null lists, lists of different lengths, lease below 1 ms).
 create or replace function heartbeat(
-    p_worker_id  text,
-    p_job_ids    uuid[],
-    p_lease_ms   integer default null
+    p_job_ids       uuid[],
+    p_lease_tokens  uuid[],
+    p_lease_ms      integer default null
 ) returns table (job_id uuid, lease_expires_at timestamptz)
 language plpgsql
 security definer
 set search_path = public, pg_temp
 as $$
+#variable_conflict use_column
 begin
-    if p_worker_id is null or p_worker_id !~ '\S' then
-        raise exception using errcode = 'QV400', message = 'worker id must not be empty';
+    if p_job_ids is null or p_lease_tokens is null then
+        raise exception using errcode = 'QV400', message = 'job ids and lease tokens must not be null (empty arrays are fine)';
     end if;
-    if p_job_ids is null then
-        raise exception using errcode = 'QV400', message = 'job ids must not be null (an empty array is fine)';
+    if cardinality(p_job_ids) <> cardinality(p_lease_tokens) then
+        raise exception using errcode = 'QV400',
+            message = format('got %s job ids but %s lease tokens', cardinality(p_job_ids), cardinality(p_lease_tokens));
     end if;
-    if p_lease_ms is not null and p_lease_ms < 1 then
-        raise exception using errcode = 'QV400', message = format('lease must be at least 1 ms, got %s', p_lease_ms);
+    -- At most a day: a lease is renewed by heartbeats, and a session must not park a job for years.
+    if p_lease_ms is not null and (p_lease_ms < 1 or p_lease_ms > 86400000) then
+        raise exception using errcode = 'QV400', message = format('lease must be between 1 ms and one day (86400000 ms), got %s', p_lease_ms);
     end if;
 
     return query
@@ -27,7 +30,9 @@ begin
        set lease_expires_at = now() + make_interval(
                secs => coalesce(p_lease_ms, (select t.lease_ms from task_type_settings t where t.name = j.type),
                                 (select s.lease_ms from queue_settings s)) / 1000.0)
-     where j.id = any (p_job_ids) and j.status = 'processing' and j.locked_by = p_worker_id
+      from unnest(p_job_ids, p_lease_tokens) as g(job_id, token)
+      join job_attempts a on a.job_id = g.job_id and a.lease_token_hash = sha256(uuid_send(g.token))
+     where j.id = g.job_id and j.attempts = a.attempt and a.outcome is null and j.locked_by is not null
     returning j.id, j.lease_expires_at;
 end;
 $$;

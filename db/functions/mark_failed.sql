@@ -1,12 +1,11 @@
 -- mark_failed: processing → failed (tries left and p_retryable; run_at = now() + backoff_delay with the p_ arguments,
--- else the task type's backoff, else queue_settings') or → dead (notifies pgqw_finished),
--- for the attempt this worker holds; its job_attempts row becomes failed with p_error (cut to 10,000 characters).
+-- else the task type's backoff, else queue_settings') or → dead (notifies pgqw_finished), for the attempt whose lease
+-- token this is; its job_attempts row becomes failed with p_error (cut to 10,000 characters).
 -- Returns the job and already_recorded (true: this attempt had already failed with this error, nothing changed).
--- Raises QV400 (bad argument), QN404 (no such job), QL409 (the attempt is not this worker's, or ended otherwise).
+-- Raises QV400 (bad argument), QN404 (no such job), QL409 (the token does not hold the job).
 create or replace function mark_failed(
     p_job_id         uuid,
-    p_worker_id      text,
-    p_attempt        integer,
+    p_lease_token    uuid,
     p_error          text,
     p_retryable      boolean default true,
     p_base_ms        integer default null,
@@ -27,13 +26,13 @@ declare
     v_job jobs;
     v_error text;
     v_type task_type_settings;
+    v_attempt integer;
+    v_outcome text;
+    v_recorded_error text;
 begin
-    if p_job_id is null or p_worker_id is null or p_attempt is null or p_retryable is null then
+    if p_job_id is null or p_lease_token is null or p_retryable is null then
         raise exception using errcode = 'QV400',
-            message = 'job id, worker id, attempt and retryable must not be null';
-    end if;
-    if p_attempt < 1 then
-        raise exception using errcode = 'QV400', message = format('attempt must be 1 or more, got %s', p_attempt);
+            message = 'job id, lease token and retryable must not be null';
     end if;
     if p_error is null or p_error !~ '\S' then
         raise exception using errcode = 'QV400', message = 'error must be a non-empty text';
@@ -43,6 +42,11 @@ begin
             message = 'backoff base, jitter and maximum delay must not be negative';
     end if;
     v_error := left(p_error, 10000);
+    select a.attempt, a.outcome, a.error into v_attempt, v_outcome, v_recorded_error
+      from job_attempts a where a.job_id = p_job_id and a.lease_token_hash = sha256(uuid_send(p_lease_token));
+    if v_attempt is null then
+        perform raise_job_not_held(p_job_id, null);
+    end if;
     -- The job's task type's backoff where an argument is null (a type no worker registered: none).
     select t.* into v_type from jobs k join task_type_settings t on t.name = k.type where k.id = p_job_id;
 
@@ -58,8 +62,7 @@ begin
            last_error = v_error,
            locked_by = null,
            lease_expires_at = null
-     where j.id = p_job_id and j.status = 'processing'
-       and j.locked_by = p_worker_id and j.attempts = p_attempt
+     where j.id = p_job_id and j.status = 'processing' and j.attempts = v_attempt and v_outcome is null
     returning j.* into v_job;
     if found then
         if v_job.status = 'dead' then
@@ -67,20 +70,20 @@ begin
         end if;
         update job_attempts a
            set outcome = 'failed', error = v_error, finished_at = greatest(now(), a.started_at)
-         where a.job_id = p_job_id and a.attempt = p_attempt;
+         where a.job_id = p_job_id and a.attempt = v_attempt;
         return query select v_job.*, false;
         return;
     end if;
 
-    -- Not held: an earlier call for this very attempt may have committed (its reply was lost).
-    -- The attempt's own row says so: it was this worker's and it failed with this error. The job
-    -- may have moved on since (a retry claimed it): it is returned as it is now.
-    if exists (select 1 from job_attempts a
-                where a.job_id = p_job_id and a.attempt = p_attempt and a.worker_id = p_worker_id
-                  and a.outcome = 'failed' and a.error = v_error) then
+    -- Not held now. An earlier try of this call committed but its reply was lost: the attempt's row says
+    -- it failed with this error. The job may have moved on since (a retry claimed it): it is returned as
+    -- it is now.
+    select a.outcome, a.error into v_outcome, v_recorded_error
+      from job_attempts a where a.job_id = p_job_id and a.attempt = v_attempt;
+    if v_outcome = 'failed' and v_recorded_error = v_error then
         return query select j.*, true from jobs j where j.id = p_job_id;
         return;
     end if;
-    perform raise_job_not_held(p_job_id, p_worker_id, p_attempt);
+    perform raise_job_not_held(p_job_id, v_attempt);
 end;
 $$;

@@ -1,13 +1,12 @@
--- mark_jobs_succeeded: mark_succeeded for many (p_job_ids[i], p_attempts[i]) of one worker (processing → succeeded),
+-- mark_jobs_succeeded: mark_succeeded for many (p_job_ids[i], p_lease_tokens[i]) pairs (processing → succeeded),
 -- each with its JSON result p_results[i] (a JSON array; null or a missing element: no result; a pair listed twice:
 -- its first result); notifies pgqw_finished.
--- Returns each job this worker's attempt succeeded, with already_recorded (true: an earlier call did it);
--- a pair whose attempt is not this worker's, or ended otherwise, is left alone and missing. Raises QV400.
+-- Returns each job whose attempt succeeded, with already_recorded (true: an earlier call did it); a pair whose
+-- token does not hold its job is left alone and missing. Raises QV400.
 create or replace function mark_jobs_succeeded(
-    p_worker_id  text,
-    p_job_ids    uuid[],
-    p_attempts   integer[],
-    p_results    jsonb default null
+    p_job_ids       uuid[],
+    p_lease_tokens  uuid[],
+    p_results       jsonb default null
 ) returns table (
     id uuid, type text, payload jsonb, status text, attempts integer, max_attempts integer,
     last_error text, run_at timestamptz, created_at timestamptz, started_at timestamptz,
@@ -20,12 +19,12 @@ set search_path = public, pg_temp
 as $$
 #variable_conflict use_column
 begin
-    if p_worker_id is null or p_job_ids is null or p_attempts is null then
-        raise exception using errcode = 'QV400', message = 'worker id, job ids and attempts must not be null';
+    if p_job_ids is null or p_lease_tokens is null then
+        raise exception using errcode = 'QV400', message = 'job ids and lease tokens must not be null';
     end if;
-    if cardinality(p_job_ids) <> cardinality(p_attempts) then
+    if cardinality(p_job_ids) <> cardinality(p_lease_tokens) then
         raise exception using errcode = 'QV400',
-            message = format('got %s job ids but %s attempts', cardinality(p_job_ids), cardinality(p_attempts));
+            message = format('got %s job ids but %s lease tokens', cardinality(p_job_ids), cardinality(p_lease_tokens));
     end if;
     if p_results is not null and (jsonb_typeof(p_results) <> 'array'
                                   or jsonb_array_length(p_results) > cardinality(p_job_ids)) then
@@ -35,15 +34,32 @@ begin
     perform pg_notify('pgqw_finished', '*');
 
     return query
-    with done as (
-        -- One primary-key lookup per (id, attempt) pair. locked_by = p_worker_id implies status =
-        -- 'processing' (constraint jobs_locked_only_when_processing); naming the status would let the
-        -- planner scan every processing job instead.
+    with pairs as (
+        -- Each (job, token) pair given, with its token's hash and its result.
+        select t.job_id, t.n, sha256(uuid_send(t.token)) as token_hash, p_results -> (t.n::integer - 1) as result
+          from unnest(p_job_ids, p_lease_tokens) with ordinality as t(job_id, token, n)
+    ), given as (
+        -- The attempt each pair names: one primary-key range per job, matched by the hash. One row per
+        -- attempt, not per job: a job listed with a swept attempt's token before its current one still
+        -- succeeds. A pair listed twice counts once.
+        select distinct on (p.job_id, a.attempt) p.job_id, p.token_hash, a.attempt, a.outcome
+          from pairs p
+          join job_attempts a on a.job_id = p.job_id and a.lease_token_hash = p.token_hash
+         order by p.job_id, a.attempt, p.n
+    ), results as (
+        -- A pair listed twice: its first result given (JSON null or a missing element is none).
+        select distinct on (p.job_id, p.token_hash) p.job_id, p.token_hash, p.result
+          from pairs p
+         where coalesce(jsonb_typeof(p.result), 'null') <> 'null'
+         order by p.job_id, p.token_hash, p.n
+    ), done as (
+        -- locked_by is not null is status = 'processing' (constraint jobs_locked_only_when_processing);
+        -- naming the status would let the planner scan every processing job instead of the primary key.
         update jobs j
            set status = 'succeeded', finished_at = greatest(now(), j.started_at),
                locked_by = null, lease_expires_at = null
-         where (j.id, j.attempts) in (select t.job_id, t.attempt from unnest(p_job_ids, p_attempts) as t(job_id, attempt))
-           and j.locked_by = p_worker_id
+          from given g
+         where j.id = g.job_id and j.attempts = g.attempt and g.outcome is null and j.locked_by is not null
         returning j.*
     ), recorded as (
         update job_attempts a
@@ -52,24 +68,18 @@ begin
          where a.job_id = done.id and a.attempt = done.attempts
     ), stored as (
         insert into job_results (job_id, content_type, value)
-        select done.id, 'application/json', r.value
+        select done.id, 'application/json', r.result
           from done
-          -- The result given with the pair that succeeded; a pair listed twice: the first one given.
-          join (select distinct on (t.job_id, t.attempt) t.job_id, t.attempt, p_results -> (t.n::integer - 1) as value
-                  from unnest(p_job_ids, p_attempts) with ordinality as t(job_id, attempt, n)
-                 where p_results is not null
-                   and coalesce(jsonb_typeof(p_results -> (t.n::integer - 1)), 'null') <> 'null'
-                 order by t.job_id, t.attempt, t.n) r on r.job_id = done.id and r.attempt = done.attempts
+          join given g on g.job_id = done.id and g.attempt = done.attempts
+          join results r on r.job_id = g.job_id and r.token_hash = g.token_hash
     )
-    select done.*, false from done
+    select done.id, done.type, done.payload, done.status, done.attempts, done.max_attempts, done.last_error,
+           done.run_at, done.created_at, done.started_at, done.finished_at, done.locked_by, done.lease_expires_at,
+           done.idempotency_key, done.queue, done.priority, false
+      from done
     union all
-    -- Succeeded by an earlier call of this worker (its reply was lost): one primary-key lookup per pair.
-    -- The statement's snapshot is taken before `recorded` runs, so the attempts recorded just now
-    -- still show no outcome here and are not listed twice.
-    select j.*, true
-      from unnest(p_job_ids, p_attempts) as t(job_id, attempt)
-      join job_attempts a on a.job_id = t.job_id and a.attempt = t.attempt
-      join jobs j on j.id = a.job_id
-     where a.worker_id = p_worker_id and a.outcome = 'succeeded';
+    -- Succeeded by an earlier try of this call (its reply was lost). The statement's snapshot is taken
+    -- before `recorded` runs, so the attempts recorded just now still show no outcome here.
+    select j.*, true from given g join jobs j on j.id = g.job_id where g.outcome = 'succeeded';
 end;
 $$;

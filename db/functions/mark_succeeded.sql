@@ -1,11 +1,10 @@
--- mark_succeeded: processing → succeeded for the attempt this worker holds, with its result (a JSON value or bytes
--- of a content type) stored in the same statement; its job_attempts row becomes succeeded; notifies pgqw_finished.
--- Returns the job and already_recorded (true: this worker's attempt had already succeeded, nothing changed).
--- Raises QV400 (bad argument or result), QN404 (no such job), QL409 (the attempt is not this worker's, or ended otherwise).
+-- mark_succeeded: processing → succeeded for the attempt whose lease token this is, with its result (a JSON value or
+-- bytes of a content type) stored in the same statement; the attempt's row becomes succeeded; notifies pgqw_finished.
+-- Returns the job and already_recorded (true: this attempt had already succeeded, nothing changed).
+-- Raises QV400 (bad argument or result), QN404 (no such job), QL409 (the token does not hold the job).
 create or replace function mark_succeeded(
-    p_job_id     uuid,
-    p_worker_id  text,
-    p_attempt    integer,
+    p_job_id        uuid,
+    p_lease_token   uuid,
     p_result_type   text default null,
     p_result_value  jsonb default null,
     p_result_data   bytea default null
@@ -22,12 +21,11 @@ as $$
 #variable_conflict use_column
 declare
     v_job jobs;
+    v_attempt integer;
+    v_outcome text;
 begin
-    if p_job_id is null or p_worker_id is null or p_attempt is null then
-        raise exception using errcode = 'QV400', message = 'job id, worker id and attempt must not be null';
-    end if;
-    if p_attempt < 1 then
-        raise exception using errcode = 'QV400', message = format('attempt must be 1 or more, got %s', p_attempt);
+    if p_job_id is null or p_lease_token is null then
+        raise exception using errcode = 'QV400', message = 'job id and lease token must not be null';
     end if;
     if (p_result_value is not null or p_result_data is not null or p_result_type is not null)
        and (p_result_type is null or p_result_type !~ '^[!-~]+/[!-~]+$' or length(p_result_type) > 200
@@ -38,35 +36,38 @@ begin
                       'such as application/pdf, not both';
     end if;
 
-    -- locked_by = p_worker_id implies status = 'processing' (constraint jobs_locked_only_when_processing).
-    -- Not naming the status keeps the planner on the primary key: a status condition lets it pick
-    -- jobs_status_created_idx and walk every 'processing' entry, dead ones included, to find one id.
-    update jobs j
-       set status = 'succeeded', finished_at = greatest(now(), j.started_at),
-           locked_by = null, lease_expires_at = null
-     where j.id = p_job_id and j.locked_by = p_worker_id and j.attempts = p_attempt
-    returning j.* into v_job;
-    if found then
-        update job_attempts a
-           set outcome = 'succeeded', finished_at = greatest(now(), a.started_at)
-         where a.job_id = p_job_id and a.attempt = p_attempt;
-        if p_result_type is not null then
-            insert into job_results (job_id, content_type, value, data)
-            values (p_job_id, p_result_type, p_result_value, p_result_data);
-        end if;
-        perform pg_notify('pgqw_finished', p_job_id::text);
-        return query select v_job.*, false;
-        return;
+    -- The attempt this token was issued for (the job's few attempts, through the primary key).
+    select a.attempt, a.outcome into v_attempt, v_outcome
+      from job_attempts a where a.job_id = p_job_id and a.lease_token_hash = sha256(uuid_send(p_lease_token));
+    if v_attempt is null then
+        perform raise_job_not_held(p_job_id, null);
     end if;
-
-    -- Not held: an earlier call for this very attempt may have committed (its reply was lost).
-    -- The attempt's own row says so: it was this worker's and it succeeded.
-    if exists (select 1 from job_attempts a
-                where a.job_id = p_job_id and a.attempt = p_attempt
-                  and a.worker_id = p_worker_id and a.outcome = 'succeeded') then
+    if v_outcome is null then
+        update jobs j
+           set status = 'succeeded', finished_at = greatest(now(), j.started_at),
+               locked_by = null, lease_expires_at = null
+         where j.id = p_job_id and j.attempts = v_attempt and j.status = 'processing'
+        returning j.* into v_job;
+        if found then
+            update job_attempts a
+               set outcome = 'succeeded', finished_at = greatest(now(), a.started_at)
+             where a.job_id = p_job_id and a.attempt = v_attempt;
+            if p_result_type is not null then
+                insert into job_results (job_id, content_type, value, data)
+                values (p_job_id, p_result_type, p_result_value, p_result_data);
+            end if;
+            perform pg_notify('pgqw_finished', p_job_id::text);
+            return query select v_job.*, false;
+            return;
+        end if;
+        -- Ended meanwhile (a sweep, or an earlier try of this very call, committed first): look again.
+        select a.outcome into v_outcome from job_attempts a where a.job_id = p_job_id and a.attempt = v_attempt;
+    end if;
+    -- An earlier try of this call committed but its reply was lost: the attempt's row says it succeeded.
+    if v_outcome = 'succeeded' then
         return query select j.*, true from jobs j where j.id = p_job_id;
         return;
     end if;
-    perform raise_job_not_held(p_job_id, p_worker_id, p_attempt);
+    perform raise_job_not_held(p_job_id, v_attempt);
 end;
 $$;

@@ -1,12 +1,11 @@
--- release_job: processing → pending (runnable at once, max_attempts + 1 so the try is not spent) for the attempt
--- this worker holds; its job_attempts row becomes abandoned (handed_back) with the reason. Notifies pgqw_jobs.
+-- release_job: processing → pending (runnable at once, max_attempts + 1 so the try is not spent) for the attempt whose
+-- lease token this is; its job_attempts row becomes abandoned (handed_back) with the reason. Notifies pgqw_jobs.
 -- Returns the job and already_recorded (true: this attempt was already handed back, nothing changed).
--- Raises QV400 (bad argument), QN404 (no such job), QL409 (the attempt is not this worker's, or ended otherwise).
+-- Raises QV400 (bad argument), QN404 (no such job), QL409 (the token does not hold the job).
 create or replace function release_job(
-    p_job_id     uuid,
-    p_worker_id  text,
-    p_attempt    integer,
-    p_reason     text default 'worker shutting down'
+    p_job_id       uuid,
+    p_lease_token  uuid,
+    p_reason       text default 'worker shutting down'
 ) returns table (
     id uuid, type text, payload jsonb, status text, attempts integer, max_attempts integer,
     last_error text, run_at timestamptz, created_at timestamptz, started_at timestamptz,
@@ -21,40 +20,45 @@ as $$
 declare
     v_job jobs;
     v_reason text;
+    v_attempt integer;
+    v_worker text;
+    v_outcome text;
+    v_abandon text;
 begin
-    if p_job_id is null or p_worker_id is null or p_attempt is null then
-        raise exception using errcode = 'QV400', message = 'job id, worker id and attempt must not be null';
+    if p_job_id is null or p_lease_token is null then
+        raise exception using errcode = 'QV400', message = 'job id and lease token must not be null';
     end if;
-    if p_attempt < 1 then
-        raise exception using errcode = 'QV400', message = format('attempt must be 1 or more, got %s', p_attempt);
+    select a.attempt, a.worker_id, a.outcome into v_attempt, v_worker, v_outcome
+      from job_attempts a where a.job_id = p_job_id and a.lease_token_hash = sha256(uuid_send(p_lease_token));
+    if v_attempt is null then
+        perform raise_job_not_held(p_job_id, null);
     end if;
-    v_reason := format('handed back by worker %s: %s', p_worker_id,
+    v_reason := format('handed back by worker %s: %s', v_worker,
                        coalesce(nullif(btrim(p_reason), ''), 'no reason given'));
 
     update jobs j
        set status = 'pending', run_at = now(), max_attempts = j.max_attempts + 1,
            locked_by = null, lease_expires_at = null
-     where j.id = p_job_id and j.status = 'processing'
-       and j.locked_by = p_worker_id and j.attempts = p_attempt
+     where j.id = p_job_id and j.status = 'processing' and j.attempts = v_attempt and v_outcome is null
     returning j.* into v_job;
     if found then
         update job_attempts a
            set outcome = 'abandoned', abandon_reason = 'handed_back', error = left(v_reason, 10000),
                finished_at = greatest(now(), a.started_at)
-         where a.job_id = p_job_id and a.attempt = p_attempt;
+         where a.job_id = p_job_id and a.attempt = v_attempt;
         perform pg_notify('pgqw_jobs', v_job.queue);
         return query select v_job.*, false;
         return;
     end if;
 
-    -- Not held: an earlier call for this very attempt may have committed (its reply was lost).
-    -- The attempt's own row says so: this worker handed it back. The job may have moved on since.
-    if exists (select 1 from job_attempts a
-                where a.job_id = p_job_id and a.attempt = p_attempt and a.worker_id = p_worker_id
-                  and a.outcome = 'abandoned' and a.abandon_reason = 'handed_back') then
+    -- Not held now. An earlier try of this call committed but its reply was lost: the attempt's row says
+    -- it was handed back. The job may have moved on since.
+    select a.outcome, a.abandon_reason into v_outcome, v_abandon
+      from job_attempts a where a.job_id = p_job_id and a.attempt = v_attempt;
+    if v_outcome = 'abandoned' and v_abandon = 'handed_back' then
         return query select j.*, true from jobs j where j.id = p_job_id;
         return;
     end if;
-    perform raise_job_not_held(p_job_id, p_worker_id, p_attempt);
+    perform raise_job_not_held(p_job_id, v_attempt);
 end;
 $$;

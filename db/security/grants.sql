@@ -12,6 +12,11 @@
 --     reads (granted below); it shows nothing the caller could not read anyway.
 --   * raise_job_not_held is security invoker and internal: only the owner's functions call it, and no
 --     role may execute it.
+--   * claim_jobs_at and sweep_stuck_at take the time as an argument (tests, repairs): only the owner
+--     may execute them. Every role's claim and sweep use the server's clock (claim_jobs, sweep_stuck).
+--   * A claimed attempt is spoken for by its lease token, returned by the claim to its caller alone;
+--     job_attempts keeps only its SHA-256. mark_*, release_job and heartbeat act only for the token's
+--     attempt, so a session can finish, fail, hand back or extend only what its own claims hold.
 --   * Every function pins search_path to public, pg_temp, so a caller's own objects cannot stand in for
 --     the queue's.
 --   * Who may execute which function is the list below, and nothing else: PUBLIC may execute none.
@@ -25,10 +30,10 @@
 do $$
 declare
     -- Every function in db/functions, one name each (none is overloaded).
-    v_functions constant text := 'backoff_delay, claim_job, claim_jobs, enqueue_job, enqueue_jobs, heartbeat, '
+    v_functions constant text := 'backoff_delay, claim_job, claim_jobs, claim_jobs_at, enqueue_job, enqueue_jobs, heartbeat, '
         'mark_failed, mark_jobs_succeeded, mark_succeeded, queue_stats, raise_job_not_held, release_job, '
         'register_task_types, register_worker, report_concurrency, report_double_runs, report_latest_jobs, '
-        'report_timeline, retry_dead, stop_worker, sweep_stuck';
+        'report_timeline, retry_dead, stop_worker, sweep_stuck, sweep_stuck_at';
     -- schema_migrations is pgqw migrate's ledger; a database installed with psql alone has none.
     v_tables constant text := 'jobs, job_attempts, job_results, flyers, queue_settings, task_types, '
         'task_type_settings, workers'
@@ -60,7 +65,8 @@ begin
                             'mark_jobs_succeeded, mark_failed, release_job, sweep_stuck, register_task_types, '
                             'register_worker, stop_worker'),
             -- Operators (pgqw report, pgqw check-idempotency, psql): every function but the internal
-            -- raise_job_not_held, every table read, the settings changed. Still no direct write to jobs
+            -- raise_job_not_held and the owner's clock (claim_jobs_at, sweep_stuck_at), every table read,
+            -- the settings changed. Still no direct write to jobs
             -- or job_attempts: a repair goes through the functions too.
             ('pgqw_admin', 'execute on function backoff_delay, claim_job, claim_jobs, enqueue_job, '
                            'enqueue_jobs, heartbeat, mark_failed, mark_jobs_succeeded, mark_succeeded, '

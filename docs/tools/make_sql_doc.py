@@ -52,34 +52,39 @@ STEPS: list[tuple[str, str]] = [
      "select id, status, created from enqueue_job('listing_flyer', '{\"title\": \"Studio in Lekki\"}', 'psql-demo-b');\n"),
     ("Two workers claim: different jobs",
      "`claim_job` picks with `for update skip locked`, so two sessions never get the same row and never wait "
-     "for each other.\n\n@@SQL@@\n"
-     "select id, status, attempts, locked_by, lease_expires_at - started_at as lease from claim_job('w1');\n"
-     "select id, status, attempts, locked_by from claim_job('w2');\n"
+     "for each other. Each claim returns a lease token, to its caller alone: every later call for that "
+     "attempt presents it (`\\gset` keeps it in a psql variable here).\n\n@@SQL@@\n"
+     "select id, status, attempts, locked_by, lease_expires_at - started_at as lease, lease_token as token_a\n"
+     "  from claim_job('w1') \\gset\n"
+     "select :'token_a' is not null as got_a_token;\n"
+     "select id, status, attempts, locked_by, lease_token as token_b from claim_job('w2') \\gset\n"
      "select * from claim_job('w3');  -- nothing is ready: no row\n"),
     ("Finish one",
      "@@SQL@@\n"
-     "select id, status, finished_at is not null as finished from mark_succeeded(:'job_a', 'w1', 1);\n"),
+     "select id, status, finished_at is not null as finished\n"
+     "  from mark_succeeded(:'job_a', :'token_a', 'application/json', '{\"pages\": 1}');\n"
+     "select * from job_results where job_id = :'job_a';\n"),
     ("Fail the other until it is dead",
      "Backoff arguments are given here as 0 so the demo needs no waiting; left out, they come from "
      "`queue_settings` (2 s doubling, plus up to 1 s of jitter).\n\n@@SQL@@\n"
      "select status, attempts, max_attempts, run_at - now() as wait\n"
-     "  from mark_failed(:'job_b', 'w2', 1, 'printer on fire', p_base_ms => 0, p_max_jitter_ms => 0);\n"
-     "select id, attempts from claim_job('w1');\n"
-     "select status, attempts from mark_failed(:'job_b', 'w1', 2, 'printer on fire', p_base_ms => 0, p_max_jitter_ms => 0);\n"
-     "select id, attempts from claim_job('w2');\n"
-     "select status, attempts, max_attempts, last_error from mark_failed(:'job_b', 'w2', 3, 'printer on fire');\n"
+     "  from mark_failed(:'job_b', :'token_b', 'printer on fire', p_base_ms => 0, p_max_jitter_ms => 0);\n"
+     "select id, attempts, lease_token as token_b from claim_job('w1') \\gset\n"
+     "select status, attempts from mark_failed(:'job_b', :'token_b', 'printer on fire', p_base_ms => 0, p_max_jitter_ms => 0);\n"
+     "select id, attempts, lease_token as token_b from claim_job('w2') \\gset\n"
+     "select status, attempts, max_attempts, last_error from mark_failed(:'job_b', :'token_b', 'printer on fire');\n"
      "select * from job_attempts where job_id = :'job_b' order by attempt;\n"),
     ("Retry the dead job: attempt numbers continue",
      "@@SQL@@\n"
      "select status, attempts, max_attempts from retry_dead(:'job_b');\n"
-     "select id, attempts, locked_by from claim_job('w1');\n"),
+     "select id, attempts, locked_by, lease_token as token_b from claim_job('w1') \\gset\n"),
     ("A worker dies: the sweep recovers its job",
      "Here the lease is 1 ms so it has run out by the time the sweep looks; a live worker extends its lease "
      "with `heartbeat`.\n\n@@SQL@@\n"
      "select id as job_c from enqueue_job('listing_flyer', '{\"title\": \"Duplex in Ikeja\"}', 'psql-demo-c') \\gset\n"
-     "select id, attempts, locked_by from claim_job('w-crash', p_lease_ms => 1);\n"
+     "select id, attempts, locked_by, lease_token as token_c from claim_job('w-crash', p_lease_ms => 1) \\gset\n"
      "select pg_sleep(0.01);\n"
-     "select * from heartbeat('w1', array[:'job_b']::uuid[]);\n"
+     "select * from heartbeat(array[:'job_b']::uuid[], array[:'token_b']::uuid[]);\n"
      "select * from sweep_stuck();\n"
      "select status, last_error from jobs where id = :'job_c';\n"
      "select attempt, worker_id, outcome, abandon_reason, error from job_attempts where job_id = :'job_c';\n"),
@@ -87,7 +92,10 @@ STEPS: list[tuple[str, str]] = [
      "`\\set VERBOSITY verbose` shows the SQLSTATE. Every code is listed in [errors.md](errors.md).\n\n@@SQL@@\n"
      "\\set VERBOSITY verbose\n"
      "select retry_dead(:'job_a');\n"
-     "select mark_succeeded(:'job_c', 'w-crash', 1);\n"
+     "-- The crashed worker's token no longer holds its job: its late result is refused.\n"
+     "select mark_succeeded(:'job_c', :'token_c');\n"
+     "-- Nor does a token made up (or one of another job's attempts).\n"
+     "select mark_succeeded(:'job_b', gen_random_uuid());\n"
      "select enqueue_job('listing_flyer', '{\"title\": \"Another\"}', 'psql-demo-a');\n"
      "select * from claim_job('');\n"
      "\\set VERBOSITY default\n"),
@@ -126,6 +134,7 @@ STEPS: list[tuple[str, str]] = [
      "select id, attempts, locked_by from claim_job('w1');\n"
      "\\set VERBOSITY verbose\n"
      "update jobs set status = 'succeeded' where id = :'job_b';\n"
+     "select * from sweep_stuck_at(now() + interval '1 day');\n"
      "select retry_dead(:'job_b');\n"
      "\\set VERBOSITY default\n"
      "reset role;\n"),
@@ -144,14 +153,15 @@ Functions, their arguments and the state change each makes:
 |---|---|---|
 | `enqueue_job(type, payload, idempotency_key, queue, priority, run_at, max_attempts)` | → pending (unset queue, priority, max_attempts: the task type's, then the defaults) | QV400, QV413, QI409 |
 | `enqueue_jobs(jobs jsonb)` | → pending, many in one call | QV400, QV413, QI409 |
-| `claim_job(worker_id, queues, lease_ms, now, task_types)` | pending/failed → processing (only `task_types` when given) | QV400 |
-| `claim_jobs(worker_id, limit, queues, lease_ms, now, task_types)` | the same, up to `limit` jobs | QV400 |
-| `heartbeat(worker_id, job_ids, lease_ms)` | extends leases | QV400 |
-| `mark_succeeded(job_id, worker_id, attempt, result_type, result_value, result_data)` | processing → succeeded, with its result in `job_results` | QV400, QN404, QL409 |
-| `mark_jobs_succeeded(worker_id, job_ids, attempts, results)` | the same for many, JSON results | QV400 |
-| `mark_failed(job_id, worker_id, attempt, error, retryable, base_ms, max_jitter_ms, max_delay_ms)` | processing → failed (backoff) or dead | QV400, QN404, QL409 |
-| `release_job(job_id, worker_id, attempt, reason)` | processing → pending (handed back) | QV400, QN404, QL409 |
-| `sweep_stuck(now)` | expired processing → pending, or dead | QV400 |
+| `claim_job(worker_id, queues, lease_ms, task_types)` | pending/failed → processing (only `task_types` when given); returns the job and its `lease_token` | QV400 |
+| `claim_jobs(worker_id, limit, queues, lease_ms, task_types)` | the same, up to `limit` jobs | QV400 |
+| `heartbeat(job_ids, lease_tokens, lease_ms)` | extends the leases those tokens hold | QV400 |
+| `mark_succeeded(job_id, lease_token, result_type, result_value, result_data)` | processing → succeeded, with its result in `job_results` | QV400, QN404, QL409 |
+| `mark_jobs_succeeded(job_ids, lease_tokens, results)` | the same for many, JSON results | QV400 |
+| `mark_failed(job_id, lease_token, error, retryable, base_ms, max_jitter_ms, max_delay_ms)` | processing → failed (backoff) or dead | QV400, QN404, QL409 |
+| `release_job(job_id, lease_token, reason)` | processing → pending (handed back) | QV400, QN404, QL409 |
+| `sweep_stuck()` | expired processing → pending, or dead (the server's clock) | none |
+| `claim_jobs_at(now, ...)`, `sweep_stuck_at(now)` | the same as of another time: the owner's only (tests, repairs) | QV400 |
 | `retry_dead(job_id, extra_attempts)` | dead → pending | QV400, QN404, QS409 |
 | `register_task_types(types jsonb)` | upserts task types: schema and `code_*` defaults (never a DBA's columns) | QV400 |
 | `register_worker(worker_id, task_types, queues, concurrency, hostname, pid, ttl_ms)`, `stop_worker(worker_id)` | a worker's presence | QV400 |

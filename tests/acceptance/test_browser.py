@@ -45,8 +45,8 @@ def force_dead(conn: psycopg.Connection, title: str, errors: tuple[str, ...]) ->
     for n, error in enumerate(errors, start=1):
         claimed = db.claim_job(conn, worker_id=f"render-worker-{n}", queues=["default"])
         assert claimed is not None and claimed.id == job.id
-        job = db.mark_failed(conn, job_id=job.id, worker_id=f"render-worker-{n}", attempt=claimed.attempts,
-                             error=error, retryable=n < len(errors), base_ms=0, max_jitter_ms=0)
+        job = db.mark_failed(conn, job_id=job.id, lease_token=claimed.lease_token, error=error,
+                             retryable=n < len(errors), base_ms=0, max_jitter_ms=0)
     assert job.status == "dead"
     return job
 
@@ -58,11 +58,11 @@ def succeed_on_second_attempt(conn: psycopg.Connection, title: str, error: str) 
                          idempotency_key=f"earlier-{uuid.uuid4()}", queue="earlier")
     claimed = db.claim_job(conn, worker_id="render-worker-1", queues=["earlier"])
     assert claimed is not None and claimed.id == job.id
-    db.mark_failed(conn, job_id=job.id, worker_id="render-worker-1", attempt=1, error=error, retryable=True,
+    db.mark_failed(conn, job_id=job.id, lease_token=claimed.lease_token, error=error, retryable=True,
                    base_ms=0, max_jitter_ms=0)
     claimed = db.claim_job(conn, worker_id="render-worker-2", queues=["earlier"])
     assert claimed is not None and claimed.id == job.id
-    job = db.mark_succeeded(conn, job_id=job.id, worker_id="render-worker-2", attempt=2)
+    job = db.mark_succeeded(conn, job_id=job.id, lease_token=claimed.lease_token)
     assert (job.status, job.last_error) == ("succeeded", error)
     return job
 

@@ -148,7 +148,7 @@ def test_soak_refuses_to_restart_a_server_it_does_not_own(pg_server: str) -> Non
 
 # ----------------------------------------------------------------------------- the checks can say FAIL
 
-def _claim(conn: psycopg.Connection, job: db.Job, worker: str = "t") -> db.Job:
+def _claim(conn: psycopg.Connection, job: db.Job, worker: str = "t") -> db.ClaimedJob:
     claimed = db.claim_job(conn, worker_id=worker, queues=[job.queue])
     assert claimed is not None and claimed.id == job.id
     return claimed
@@ -162,14 +162,14 @@ def _job(conn: psycopg.Connection) -> db.Job:
 def _succeed(conn: psycopg.Connection, job: db.Job | None = None) -> db.Job:
     job = job or _job(conn)
     claimed = _claim(conn, job)
-    return db.mark_succeeded(conn, job_id=job.id, worker_id="t", attempt=claimed.attempts,
+    return db.mark_succeeded(conn, job_id=job.id, lease_token=claimed.lease_token,
                              result=("application/pdf", None, PDF))
 
 
 def _fail_then_succeed(conn: psycopg.Connection) -> db.Job:
     job = _job(conn)
     claimed = _claim(conn, job)
-    db.mark_failed(conn, job_id=job.id, worker_id="t", attempt=claimed.attempts, error="first try failed",
+    db.mark_failed(conn, job_id=job.id, lease_token=claimed.lease_token, error="first try failed",
                    base_ms=0, max_jitter_ms=0)
     return _succeed(conn, job)
 
@@ -187,7 +187,7 @@ def _processing(conn: psycopg.Connection) -> db.Job:
 def _dead_with_flyer(conn: psycopg.Connection) -> db.Job:
     job = _job(conn)
     claimed = _claim(conn, job)
-    db.mark_failed(conn, job_id=job.id, worker_id="t", attempt=claimed.attempts, error="bad", retryable=False)
+    db.mark_failed(conn, job_id=job.id, lease_token=claimed.lease_token, error="bad", retryable=False)
     # No function writes a result for a job that did not succeed: the owner plants one by hand.
     conn.execute("insert into job_results (job_id, content_type, data) values (%s, 'application/pdf', %s)",
                  [job.id, PDF])
@@ -197,7 +197,7 @@ def _dead_with_flyer(conn: psycopg.Connection) -> db.Job:
 def _succeeded_without_flyer(conn: psycopg.Connection) -> db.Job:
     job = _job(conn)
     claimed = _claim(conn, job)
-    return db.mark_succeeded(conn, job_id=job.id, worker_id="t", attempt=claimed.attempts)
+    return db.mark_succeeded(conn, job_id=job.id, lease_token=claimed.lease_token)
 
 
 def _succeeded_twice(conn: psycopg.Connection) -> db.Job:

@@ -254,7 +254,7 @@ def test_timeouts_worker_idle_in_transaction_is_ended_so_sweep_recovers_the_job(
         idle = psycopg.connect(idle_url, **kwargs)
         try:
             # The worker's session begins, locks the job's row with a call, and stops (no commit).
-            assert db.heartbeat(idle, worker_id="w-idle", job_ids=[job.id], lease_ms=1000)
+            assert db.heartbeat(idle, leases=[(job.id, claimed.lease_token)], lease_ms=1000)
             started = time.monotonic()
             assert idle.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
 

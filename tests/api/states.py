@@ -27,7 +27,8 @@ def pending(conn: psycopg.Connection, **kwargs: Any) -> db.EnqueuedJob:
     return db.enqueue_job(conn, idempotency_key=f"k-{uuid.uuid4()}", **kwargs)
 
 
-def processing(conn: psycopg.Connection, worker_id: str = "test-worker", **kwargs: Any) -> db.Job:
+def processing(conn: psycopg.Connection, worker_id: str = "test-worker", **kwargs: Any) -> db.ClaimedJob:
+    """Claimed by worker_id; the answer carries the lease token that alone may finish the attempt."""
     job = pending(conn, **kwargs)
     claimed = db.claim_job(conn, worker_id=worker_id, queues=[job.queue])
     assert claimed is not None and claimed.id == job.id
@@ -37,8 +38,8 @@ def processing(conn: psycopg.Connection, worker_id: str = "test-worker", **kwarg
 def failed(conn: psycopg.Connection, error: str = "renderer timed out", **kwargs: Any) -> db.Job:
     """Failed with attempts left, due again in an hour."""
     job = processing(conn, **kwargs)
-    return db.mark_failed(conn, job_id=job.id, worker_id=job.locked_by or "", attempt=job.attempts,
-                          error=error, retryable=True, base_ms=3_600_000, max_jitter_ms=0)
+    return db.mark_failed(conn, job_id=job.id, lease_token=job.lease_token, error=error, retryable=True,
+                          base_ms=3_600_000, max_jitter_ms=0)
 
 
 def dead(conn: psycopg.Connection, errors: tuple[str, ...] = ("boom",), **kwargs: Any) -> db.Job:
@@ -48,8 +49,8 @@ def dead(conn: psycopg.Connection, errors: tuple[str, ...] = ("boom",), **kwargs
     for n, error in enumerate(errors, start=1):
         claimed = db.claim_job(conn, worker_id=f"worker-{n}", queues=[job.queue])
         assert claimed is not None and claimed.id == job.id, "the job should be ready again"
-        result = db.mark_failed(conn, job_id=job.id, worker_id=f"worker-{n}", attempt=claimed.attempts,
-                                error=error, retryable=n < len(errors), base_ms=0, max_jitter_ms=0)
+        result = db.mark_failed(conn, job_id=job.id, lease_token=claimed.lease_token, error=error,
+                                retryable=n < len(errors), base_ms=0, max_jitter_ms=0)
     assert result.status == "dead"
     return result
 
@@ -58,5 +59,5 @@ def succeeded(conn: psycopg.Connection, pdf: bytes | None = PDF, **kwargs: Any) 
     """Succeeded with the PDF as its result (stored by mark_succeeded, with the success); pdf=None:
     succeeded without a result."""
     job = processing(conn, **kwargs)
-    return db.mark_succeeded(conn, job_id=job.id, worker_id=job.locked_by or "", attempt=job.attempts,
+    return db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token,
                              result=("application/pdf", None, pdf) if pdf is not None else None)

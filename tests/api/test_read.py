@@ -53,11 +53,11 @@ def test_get_job_succeeded_after_a_failed_attempt_keeps_that_error_as_last_error
     """lastError is the latest failed attempt's error, whatever happened after it: on a succeeded job
     it is an earlier attempt's (the page shows it muted, as such), and the attempts say which."""
     job = states.processing(conn, worker_id="w-1")
-    db.mark_failed(conn, job_id=job.id, worker_id="w-1", attempt=1, error="printer jam", retryable=True,
+    db.mark_failed(conn, job_id=job.id, lease_token=job.lease_token, error="printer jam", retryable=True,
                    base_ms=0, max_jitter_ms=0)
     again = db.claim_job(conn, worker_id="w-2", queues=[job.queue])
     assert again is not None and again.id == job.id
-    db.mark_succeeded(conn, job_id=job.id, worker_id="w-2", attempt=2)
+    db.mark_succeeded(conn, job_id=job.id, lease_token=again.lease_token)
     got = data(client.get(f"/api/jobs/{job.id}"))
     assert (got["status"], got["attempts"], got["lastError"]) == ("succeeded", 2, "printer jam")
     attempts = data(client.get(f"/api/jobs/{job.id}/attempts"))

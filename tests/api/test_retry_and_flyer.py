@@ -118,8 +118,7 @@ def test_flyer_is_served_from_the_moment_the_success_is_recorded(client: FlaskCl
     the other."""
     job = states.processing(conn)
     assert client.get(f"/api/jobs/{job.id}/flyer").status_code == 404
-    db.mark_succeeded(conn, job_id=job.id, worker_id=job.locked_by or "", attempt=job.attempts,
-                      result=("application/pdf", None, states.PDF))
+    db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token, result=("application/pdf", None, states.PDF))
     r = client.get(f"/api/jobs/{job.id}/flyer")
     assert r.status_code == 200 and r.data == states.PDF
     assert client.get(f"/api/jobs/{job.id}/result").data == states.PDF
@@ -138,11 +137,11 @@ def test_result_of_a_job_that_failed_once_is_stored_by_its_retry(client: FlaskCl
     job = states.pending(conn, max_attempts=3)
     first = db.claim_job(conn, worker_id="w-1", queues=[job.queue])
     assert first is not None
-    db.mark_failed(conn, job_id=job.id, worker_id="w-1", attempt=1, error="flaky", base_ms=0, max_jitter_ms=0)
+    db.mark_failed(conn, job_id=job.id, lease_token=first.lease_token, error="flaky", base_ms=0, max_jitter_ms=0)
     assert db.get_result(conn, job_id=job.id) is None
     second = db.claim_job(conn, worker_id="w-2", queues=[job.queue])
     assert second is not None and second.attempts == 2
-    db.mark_succeeded(conn, job_id=job.id, worker_id="w-2", attempt=2, result=("application/pdf", None, states.PDF))
+    db.mark_succeeded(conn, job_id=job.id, lease_token=second.lease_token, result=("application/pdf", None, states.PDF))
     assert client.get(f"/api/jobs/{job.id}/flyer").data == states.PDF
 
 
@@ -160,8 +159,7 @@ def test_flyer_of_a_real_rendered_listing_is_a_readable_pdf(client: FlaskClient,
 
     job = states.processing(conn)
     pdf = render_flyer(job.payload, job_id=str(job.id), flyer_url=f"http://x/api/jobs/{job.id}/flyer")
-    db.mark_succeeded(conn, job_id=job.id, worker_id=job.locked_by or "", attempt=job.attempts,
-                      result=("application/pdf", None, pdf))
+    db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token, result=("application/pdf", None, pdf))
     r = client.get(f"/api/jobs/{job.id}/flyer")
     text = pypdf.PdfReader(io.BytesIO(r.data)).pages[0].extract_text()
     assert "3-bedroom apartment in" in text and "₦2,700,000" in text and str(job.id) in text

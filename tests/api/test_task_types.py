@@ -111,7 +111,7 @@ def succeed(conn: psycopg.Connection, job: dict[str, Any], result: tuple[str, An
     """Drives the job as a worker of its type would: claim it, then record the success with its result."""
     claimed = db.claim_job(conn, worker_id="w-results", queues=[job["queue"]], task_types=[job["type"]])
     assert claimed is not None and str(claimed.id) == job["id"]
-    db.mark_succeeded(conn, job_id=claimed.id, worker_id="w-results", attempt=claimed.attempts, result=result)
+    db.mark_succeeded(conn, job_id=claimed.id, lease_token=claimed.lease_token, result=result)
 
 
 # ---- a type registered in the database ----

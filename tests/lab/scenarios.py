@@ -322,18 +322,21 @@ def every_status(stack: Stack, p: Profile) -> Result:
             return db.enqueue_job(conn, type="listing_flyer", payload=EXAMPLE_LISTING,
                                   idempotency_key=f"every-status-{name}-{tag}", queue=f"demo-{tag}")
 
-        def take() -> db.Job:
+        def take() -> db.ClaimedJob:
             job = db.claim_job(conn, worker_id=f"w-demo-{tag}", queues=[f"demo-{tag}"], lease_ms=3_600_000)
             assert job is not None
             return job
 
         new("succeeded")
-        db.mark_succeeded(conn, job_id=take().id, worker_id=f"w-demo-{tag}", attempt=1)
+        job = take()
+        db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token)
         new("failed")
-        db.mark_failed(conn, job_id=take().id, worker_id=f"w-demo-{tag}", attempt=1,
+        job = take()
+        db.mark_failed(conn, job_id=job.id, lease_token=job.lease_token,
                        error="printer jammed; retry in 30 minutes", base_ms=1_800_000)
         new("dead")
-        db.mark_failed(conn, job_id=take().id, worker_id=f"w-demo-{tag}", attempt=1,
+        job = take()
+        db.mark_failed(conn, job_id=job.id, lease_token=job.lease_token,
                        error="payload cannot be rendered", retryable=False)
         new("processing")
         take()

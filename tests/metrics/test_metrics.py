@@ -34,8 +34,9 @@ def _samples(text: str) -> dict[tuple[str, tuple], float]:
 def test_metrics_report_queue_stats_in_prometheus_format(app: Flask, conn: psycopg.Connection) -> None:
     done = enqueue(conn)
     enqueue(conn, queue="emails")
-    db.claim_job(conn, worker_id="w1", queues=["default"])
-    db.mark_succeeded(conn, job_id=done.id, worker_id="w1", attempt=1)
+    claimed = db.claim_job(conn, worker_id="w1", queues=["default"])
+    assert claimed is not None and claimed.id == done.id
+    db.mark_succeeded(conn, job_id=done.id, lease_token=claimed.lease_token)
     response = app.test_client().get("/metrics")
     assert response.status_code == 200
     assert response.headers["Content-Type"].startswith("text/plain")

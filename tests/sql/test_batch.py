@@ -1,6 +1,8 @@
 """enqueue_jobs and mark_jobs_succeeded: the batch forms keep the single forms' rules."""
 from __future__ import annotations
 
+import uuid
+
 import psycopg
 import pytest
 
@@ -78,10 +80,10 @@ def test_mark_jobs_succeeded_changes_only_jobs_still_held(conn: psycopg.Connecti
         enqueue(conn, f"m{i}")
     lost = db.claim_job(conn, worker_id="w1", lease_ms=1)
     kept = db.claim_jobs(conn, worker_id="w1", limit=2, lease_ms=600_000)
-    conn.execute("select * from sweep_stuck(now() + interval '1 second')")  # only `lost` had expired
+    conn.execute("select * from sweep_stuck_at(now() + interval '1 second')")  # only `lost` had expired
     retaken = db.claim_job(conn, worker_id="w2")
     assert retaken.id == lost.id
-    done = db.mark_jobs_succeeded(conn, worker_id="w1", done=[(j.id, j.attempts) for j in [lost, *kept]])
+    done = db.mark_jobs_succeeded(conn, done=[(j.id, j.lease_token) for j in [lost, *kept]])
     assert {j.id for j in done} == {j.id for j in kept}
     assert all(j.status == "succeeded" for j in done)
     assert job_row(conn, lost.id)["status"] == "processing"
@@ -92,12 +94,36 @@ def test_mark_jobs_succeeded_changes_only_jobs_still_held(conn: psycopg.Connecti
         (1, "abandoned"), (2, None)}
 
 
+def test_mark_jobs_succeeded_a_stale_pair_listed_first_does_not_hide_the_live_one(conn: psycopg.Connection) -> None:
+    """The same job twice, first with its swept attempt's token, then with its current one (one worker
+    swept and given the job again): the live pair succeeds, with its own result, and the stale one
+    is left alone."""
+    job = enqueue(conn)
+    first = db.claim_job(conn, worker_id="w1", lease_ms=1)
+    conn.execute("select * from sweep_stuck_at(now() + interval '1 second')")
+    second = db.claim_job(conn, worker_id="w1")
+    assert (first.id, second.id, second.attempts) == (job.id, job.id, 2)
+    done = db.mark_jobs_succeeded(conn, done=[(job.id, first.lease_token), (job.id, second.lease_token)],
+                                  results=[{"stale": True}, {"live": True}])
+    assert [(j.id, j.attempts, j.already_recorded) for j in done] == [(job.id, 2, False)]
+    assert rows(conn, "select attempt, outcome from job_attempts order by attempt") == [
+        {"attempt": 1, "outcome": "abandoned"}, {"attempt": 2, "outcome": "succeeded"}]
+    assert rows(conn, "select value from job_results") == [{"value": {"live": True}}]
+    # Asked again in the other order (a retry after a lost reply): answered, nothing changes.
+    before = snapshot(conn)
+    again = db.mark_jobs_succeeded(conn, done=[(job.id, second.lease_token), (job.id, first.lease_token)])
+    assert [(j.id, j.already_recorded) for j in again] == [(job.id, True)]
+    assert snapshot(conn) == before
+
+
 @pytest.mark.parametrize(
     "call",
     [
-        "select * from mark_jobs_succeeded(null, array[]::uuid[], array[]::int[])",
-        "select * from mark_jobs_succeeded('w1', null, array[]::int[])",
-        "select * from mark_jobs_succeeded('w1', array[gen_random_uuid()], array[1, 2])",
+        "select * from mark_jobs_succeeded(null, array[]::uuid[])",
+        "select * from mark_jobs_succeeded(array[]::uuid[], null)",
+        "select * from mark_jobs_succeeded(array[gen_random_uuid()], array[gen_random_uuid(), gen_random_uuid()])",
+        "select * from mark_jobs_succeeded(array[gen_random_uuid(), gen_random_uuid()], array[gen_random_uuid()])",
+        "select * from mark_jobs_succeeded(array[gen_random_uuid()], array[]::uuid[])",
     ],
 )
 def test_mark_jobs_succeeded_bad_input_raises_qv400(conn: psycopg.Connection, call: str) -> None:
@@ -110,15 +136,30 @@ def test_mark_jobs_succeeded_repeated_answers_already_recorded(conn: psycopg.Con
     for i in range(3):
         enqueue(conn, f"r{i}")
     held = db.claim_jobs(conn, worker_id="w1", limit=3)
-    first = db.mark_jobs_succeeded(conn, worker_id="w1", done=[(j.id, j.attempts) for j in held[:2]])
+    first = db.mark_jobs_succeeded(conn, done=[(j.id, j.lease_token) for j in held[:2]])
     assert sorted((j.id, j.already_recorded) for j in first) == sorted((j.id, False) for j in held[:2])
     # A retry after a lost reply, with one more job that is still held: that one is recorded now.
-    again = db.mark_jobs_succeeded(conn, worker_id="w1", done=[(j.id, j.attempts) for j in held])
+    again = db.mark_jobs_succeeded(conn, done=[(j.id, j.lease_token) for j in held])
     assert sorted((j.id, j.already_recorded) for j in again) == sorted(
         [(held[0].id, True), (held[1].id, True), (held[2].id, False)])
     assert all(j.status == "succeeded" for j in again)
     before = snapshot(conn)
-    # Another worker's, or another attempt's, result for the same jobs: missing, nothing changes.
-    assert db.mark_jobs_succeeded(conn, worker_id="w2", done=[(j.id, j.attempts) for j in held]) == []
-    assert db.mark_jobs_succeeded(conn, worker_id="w1", done=[(j.id, 2) for j in held]) == []
+    # Made-up tokens, or each job with another job's token, for the same jobs: missing, nothing changes.
+    assert db.mark_jobs_succeeded(conn, done=[(j.id, uuid.uuid4()) for j in held]) == []
+    rotated = [j.lease_token for j in held[1:] + held[:1]]
+    assert db.mark_jobs_succeeded(conn, done=[(j.id, t) for j, t in zip(held, rotated)]) == []
     assert snapshot(conn) == before
+
+
+def test_mark_jobs_succeeded_a_pair_listed_twice_keeps_the_first_result_given(conn: psycopg.Connection) -> None:
+    """The same (job, token) twice, first with no result (null), then with one: one success, and the
+    result that was given is stored (a result exists exactly when the success carried one)."""
+    jobs = [enqueue(conn, f"t{i}") for i in range(2)]
+    held = db.claim_jobs(conn, worker_id="w1", limit=2)
+    by_id = {j.id: j.lease_token for j in held}
+    a, b = (j.id for j in jobs)
+    done = db.mark_jobs_succeeded(conn, done=[(a, by_id[a]), (b, by_id[b]), (a, by_id[a]), (b, by_id[b])],
+                                  results=[None, {"b": 1}, {"a": 2}, {"b": 2}])
+    assert sorted((j.id, j.already_recorded) for j in done) == sorted([(a, False), (b, False)])
+    stored = {r["job_id"]: r["value"] for r in rows(conn, "select job_id, value from job_results")}
+    assert stored == {a: {"a": 2}, b: {"b": 1}}

@@ -1,7 +1,9 @@
 """claim_job / claim_jobs: atomic, ordered, queue-filtered, recorded, never the same job twice."""
 from __future__ import annotations
 
+import hashlib
 import threading
+import uuid
 from collections import Counter
 
 import psycopg
@@ -23,6 +25,9 @@ def test_claim_job_takes_pending_job_and_records_attempt(conn: psycopg.Connectio
     attempt = one(conn, "select * from job_attempts where job_id = %s", [job.id])
     assert (attempt["attempt"], attempt["worker_id"], attempt["outcome"]) == (1, "w1", None)
     assert attempt["started_at"] == claimed.started_at
+    # The claimer alone gets the token; the attempt keeps its SHA-256.
+    assert isinstance(claimed.lease_token, uuid.UUID)
+    assert bytes(attempt["lease_token_hash"]) == hashlib.sha256(claimed.lease_token.bytes).digest()
 
 
 def test_claim_job_returns_no_row_when_nothing_is_ready(conn: psycopg.Connection) -> None:
@@ -37,6 +42,7 @@ def test_claim_job_from_psql_gives_two_workers_different_jobs(conn: psycopg.Conn
     second = one(conn, "select * from claim_job('w2')")
     assert {first["id"], second["id"]} == {a.id, b.id}
     assert (first["locked_by"], second["locked_by"]) == ("w1", "w2")
+    assert first["lease_token"] != second["lease_token"]
 
 
 def test_claim_job_orders_by_priority_then_run_at(conn: psycopg.Connection) -> None:
@@ -51,10 +57,11 @@ def test_claim_job_orders_by_priority_then_run_at(conn: psycopg.Connection) -> N
 def test_claim_job_takes_failed_job_once_its_run_at_passes(conn: psycopg.Connection) -> None:
     job = enqueue(conn)
     claimed = db.claim_job(conn, worker_id="w1")
-    db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error="boom", base_ms=60_000)
+    db.mark_failed(conn, job_id=job.id, lease_token=claimed.lease_token, error="boom", base_ms=60_000)
     assert db.claim_job(conn, worker_id="w2") is None
-    later = one(conn, "select * from claim_job('w2', p_now => now() + interval '2 minutes')")
+    later = one(conn, "select * from claim_jobs_at(now() + interval '2 minutes', 'w2', 1)")
     assert later["id"] == claimed.id and later["attempts"] == 2
+    assert later["lease_token"] != claimed.lease_token
 
 
 def test_claim_job_only_from_given_queues(conn: psycopg.Connection) -> None:
@@ -71,7 +78,13 @@ def test_claim_jobs_takes_a_batch_in_one_call(conn: psycopg.Connection) -> None:
     assert len(got) == 3
     assert {j.id for j in got} <= {j.id for j in jobs}
     assert rows(conn, "select count(*) as n from job_attempts")[0]["n"] == 3
-    assert len(db.claim_jobs(conn, worker_id="w1", limit=10)) == 2
+    rest = db.claim_jobs(conn, worker_id="w1", limit=10)
+    assert len(rest) == 2
+    # One token per attempt, each hashed in its own attempt's row.
+    tokens = {j.id: j.lease_token for j in got + rest}
+    assert len(set(tokens.values())) == 5
+    assert {r["job_id"]: bytes(r["h"]) for r in rows(conn, "select job_id, lease_token_hash as h from job_attempts")} \
+        == {i: hashlib.sha256(t.bytes).digest() for i, t in tokens.items()}
 
 
 def test_claim_job_uses_the_lease_from_settings_or_argument(conn: psycopg.Connection) -> None:
@@ -98,7 +111,10 @@ def test_claim_job_uses_the_lease_from_settings_or_argument(conn: psycopg.Connec
         "select * from claim_jobs('w1', -1)",
         "select * from claim_jobs('w1', null)",
         "select * from claim_jobs('w1', 1001)",
-        "select * from claim_job('w1', p_now => null)",
+        "select * from claim_jobs_at(null, 'w1', 1)",
+        "select * from claim_jobs_at('infinity', 'w1', 1)",
+        "select * from claim_jobs_at(now(), null, 1)",
+        "select * from claim_jobs_at(now(), 'w1', 0)",
     ],
 )
 def test_claim_job_bad_input_raises_qv400_and_changes_nothing(conn: psycopg.Connection, call: str) -> None:
@@ -160,3 +176,28 @@ def test_claim_job_many_threads_never_take_the_same_job(connect) -> None:
     assert rows(setup, "select count(*) as n from job_attempts")[0]["n"] == total
     assert rows(setup, "select count(*) as n from jobs where status <> 'processing'")[0]["n"] == 0
     assert len({name for name, _ in claimed}) > 1
+
+
+@pytest.mark.parametrize("call", [
+    "select * from claim_job('w1', null, null, now())",
+    "select * from claim_job('w1', p_now => now())",
+    "select * from claim_jobs('w1', 1, null, null, now())",
+    "select * from claim_jobs('w1', 1, p_now => now() + interval '1 day')",
+])
+def test_claim_job_takes_no_time_argument(conn: psycopg.Connection, call: str) -> None:
+    """A claim uses the server's clock: claiming as of another time is the owner's claim_jobs_at."""
+    enqueue(conn)
+    before = snapshot(conn)
+    with pytest.raises(psycopg.Error) as exc:
+        conn.execute(call)
+    assert exc.value.sqlstate == "42883"
+    assert snapshot(conn) == before
+
+
+def test_claim_jobs_at_claims_as_of_the_time_given(conn: psycopg.Connection) -> None:
+    conn.execute("select enqueue_job('t', '{}', 'in-an-hour', p_run_at => now() + interval '1 hour')")
+    assert rows(conn, "select * from claim_jobs_at(now() + interval '59 minutes', 'w1', 5)") == []
+    got = one(conn, "select *, lease_expires_at - started_at as lease, now() + interval '2 hours' as at"
+                    " from claim_jobs_at(now() + interval '2 hours', 'w1', 5, p_lease_ms => 1000)")
+    assert (got["started_at"], got["lease"].total_seconds()) == (got["at"], 1)
+    assert got["lease_token"] is not None

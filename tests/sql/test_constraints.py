@@ -4,7 +4,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from tests.helpers import enqueue, rows
+from tests.helpers import enqueue, one, rows
 from tests.sql.queue_state import snapshot
 
 INSERT = (
@@ -15,6 +15,9 @@ RESULT = "insert into job_results (job_id, content_type, value, data) select id,
 TASK_TYPE = "insert into task_types (name, payload_schema, queue, code_queue, max_attempts, code_max_attempts,"\
     " backoff_base_ms, code_backoff_max_jitter_ms, lease_ms, code_lease_ms) values"
 WORKER = "insert into workers (id, last_seen_at, expires_at) values"
+# An attempt row with a lease token's hash, as a claim makes it, so only the constraint under test fails.
+ATTEMPT = "insert into job_attempts (lease_token_hash, job_id, attempt, worker_id, started_at"
+HASH = "sha256(uuid_send(gen_random_uuid()))"
 
 
 @pytest.mark.parametrize(
@@ -41,23 +44,28 @@ WORKER = "insert into workers (id, last_seen_at, expires_at) values"
         (f"{INSERT} ('t', '{{}}', 'pending', 0, 5, null, 'existing', null, null, null, null)",
          "jobs_idempotency_key_key"),
         ("update jobs set attempts = max_attempts + 1", "jobs_attempts_range"),
-        ("insert into job_attempts (job_id, attempt, worker_id, started_at) select id, 0, 'w', now() from jobs",
-         "job_attempts_attempt_positive"),
-        ("insert into job_attempts (job_id, attempt, worker_id, started_at, outcome) "
-         "select id, 1, 'w', now(), 'succeeded' from jobs", "job_attempts_finished_iff_outcome"),
-        ("insert into job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome) "
-         "select id, 1, 'w', now(), now(), 'failed' from jobs", "job_attempts_failure_has_error"),
-        ("insert into job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome) "
-         "select id, 1, 'w', now(), now() - interval '1 s', 'succeeded' from jobs",
-         "job_attempts_finish_after_start"),
-        ("insert into job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome, error) "
-         "select id, 1, 'w', now(), now(), 'exploded', 'x' from jobs", "job_attempts_outcome_check"),
-        ("insert into job_attempts (job_id, attempt, worker_id, started_at) "
-         "values ('00000000-0000-0000-0000-000000000000', 1, 'w', now())", "job_attempts_job_id_fkey"),
-        ("insert into job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome, error) "
-         "select id, 1, 'w', now(), now(), 'abandoned', 'x' from jobs", "job_attempts_abandon_reason_check"),
-        ("insert into job_attempts (job_id, attempt, worker_id, started_at, abandon_reason) "
-         "select id, 1, 'w', now(), 'lease_expired' from jobs", "job_attempts_abandon_reason_check"),
+        (f"{ATTEMPT}) select {HASH}, id, 0, 'w', now() from jobs", "job_attempts_attempt_positive"),
+        (f"{ATTEMPT}, outcome) select {HASH}, id, 1, 'w', now(), 'succeeded' from jobs",
+         "job_attempts_finished_iff_outcome"),
+        (f"{ATTEMPT}, finished_at, outcome) select {HASH}, id, 1, 'w', now(), now(), 'failed' from jobs",
+         "job_attempts_failure_has_error"),
+        (f"{ATTEMPT}, finished_at, outcome) select {HASH}, id, 1, 'w', now(), now() - interval '1 s', 'succeeded'"
+         " from jobs", "job_attempts_finish_after_start"),
+        (f"{ATTEMPT}, finished_at, outcome, error) select {HASH}, id, 1, 'w', now(), now(), 'exploded', 'x' from jobs",
+         "job_attempts_outcome_check"),
+        (f"{ATTEMPT}) values ({HASH}, '00000000-0000-0000-0000-000000000000', 1, 'w', now())",
+         "job_attempts_job_id_fkey"),
+        (f"{ATTEMPT}, finished_at, outcome, error) select {HASH}, id, 1, 'w', now(), now(), 'abandoned', 'x' from jobs",
+         "job_attempts_abandon_reason_check"),
+        (f"{ATTEMPT}, abandon_reason) select {HASH}, id, 1, 'w', now(), 'lease_expired' from jobs",
+         "job_attempts_abandon_reason_check"),
+        # An attempt made now holds its lease token's SHA-256 (32 bytes) while it is open.
+        ("insert into job_attempts (job_id, attempt, worker_id, started_at) select id, 1, 'w', now() from jobs",
+         "job_attempts_lease_token_hash_sha256"),
+        ("insert into job_attempts (job_id, attempt, worker_id, started_at, lease_token_hash)"
+         " select id, 1, 'w', now(), uuid_send(gen_random_uuid()) from jobs", "job_attempts_lease_token_hash_sha256"),
+        ("insert into job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome, lease_token_hash)"
+         " select id, 1, 'w', now(), now(), 'succeeded', '' from jobs", "job_attempts_lease_token_hash_sha256"),
         (f"{RESULT} 'application/json', null, null from jobs", "job_results_one_kind"),
         (f"{RESULT} 'application/json', '1', '%PDF-1' from jobs", "job_results_one_kind"),
         (f"{RESULT} 'text/plain', '\"hello\"', null from jobs", "job_results_json_is_json"),
@@ -101,8 +109,8 @@ def test_constraint_one_attempt_row_per_number(conn: psycopg.Connection) -> None
     enqueue(conn)
     conn.execute("select * from claim_job('w1')")
     with pytest.raises(psycopg.errors.UniqueViolation) as exc:
-        conn.execute("insert into job_attempts (job_id, attempt, worker_id, started_at)"
-                     " select job_id, attempt, 'w2', now() from job_attempts")
+        conn.execute("insert into job_attempts (job_id, attempt, worker_id, started_at, lease_token_hash)"
+                     " select job_id, attempt, 'w2', now(), lease_token_hash from job_attempts")
     assert exc.value.diag.constraint_name == "job_attempts_job_id_attempt_key"
 
 
@@ -149,3 +157,25 @@ def test_constraint_claim_cannot_pass_max_attempts(conn: psycopg.Connection) -> 
     with pytest.raises(psycopg.errors.CheckViolation) as exc:
         conn.execute("update jobs set attempts = attempts + 1 where id = %s", [job.id])
     assert exc.value.diag.constraint_name == "jobs_attempts_range"
+
+
+def test_constraint_lease_token_hash_is_not_validated_for_attempts_made_before_it(conn: psycopg.Connection) -> None:
+    """Attempts made before lease tokens have no hash: the constraint is NOT VALID (old rows are not
+    checked), an ended attempt may have none, and an open one without a hash can still be ended (by
+    the sweep), since a check holds for every row an update writes."""
+    assert rows(conn, "select convalidated from pg_constraint where conname = 'job_attempts_lease_token_hash_sha256'") \
+        == [{"convalidated": False}]
+    job = enqueue(conn)
+    definition = one(conn, "select pg_get_constraintdef(oid) as d from pg_constraint"
+                           " where conname = 'job_attempts_lease_token_hash_sha256'")["d"]
+    assert definition.endswith("NOT VALID")
+    # An attempt as 0004 made it: the constraint set aside (as it was not there yet) to write it.
+    conn.execute("alter table job_attempts drop constraint job_attempts_lease_token_hash_sha256")
+    conn.execute("update jobs set status = 'processing', attempts = 1, started_at = now(), locked_by = 'w-old',"
+                 " lease_expires_at = now() - interval '1 minute' where id = %s", [job.id])
+    conn.execute("insert into job_attempts (job_id, attempt, worker_id, started_at) values (%s, 1, 'w-old', now())",
+                 [job.id])
+    conn.execute(f"alter table job_attempts add constraint job_attempts_lease_token_hash_sha256 {definition}")
+    assert [s["status"] for s in rows(conn, "select * from sweep_stuck_at(now())")] == ["pending"]
+    assert rows(conn, "select outcome, lease_token_hash from job_attempts") == [
+        {"outcome": "abandoned", "lease_token_hash": None}]

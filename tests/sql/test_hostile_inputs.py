@@ -5,11 +5,13 @@ change nothing: a digest of every row of jobs, job_attempts, job_results, task_t
 queue_settings is the same before and after (flyers is a view over job_results: its digest is
 theirs). A generic code leaking where a Q-code is documented (XX000, 22xxx, 23xxx) is a finding, and
 so is a bad call that succeeds. Errors PostgreSQL raises before the function runs keep
-their own codes: 22P02 for a job id that is not a UUID, 54000 for chr(0) (text cannot hold NUL),
-22P05 for "\\u0000" in JSON.
+their own codes: 22P02 for a job id or lease token that is not a UUID, 54000 for chr(0) (text cannot
+hold NUL), 22P05 for "\\u0000" in JSON, and 42883 for a call in a form the functions no longer take
+(a worker id and an attempt number in place of a lease token, a time given to a role's claim or sweep).
 
 The calls run against one database per module holding one job in every state (pending, processing
-held by w1 at attempt 1, succeeded with its PDF result, failed waiting a day, dead), the demo's two
+held by w1 at attempt 1, succeeded with its PDF result, failed waiting a day, dead; each claimed one
+with the lease token its claim returned), the demo's two
 task types and one live worker w1; a test that changes it
 (a failure) gets it seeded again for the next. A second set of calls is hostile but valid: they must
 succeed and still change nothing. The last tests store hostile text through the functions and read
@@ -32,6 +34,7 @@ from tests.helpers import one, rows
 
 FUNCTIONS_DIR = Path(__file__).resolve().parents[2] / "db" / "functions"
 UNKNOWN = uuid.UUID("00000000-0000-4000-8000-000000000000")
+MADE_UP = uuid.UUID("7b0e2c9e-55f1-4c7a-9d43-3f0e6a1b2c4d")  # a lease token no claim returned
 INJECTION = "'; drop table jobs; --"
 BLANK = r"E' \t\r\n '"  # whitespace that is not only spaces: as blank as '   '
 NUL = "chr(0)"
@@ -56,7 +59,8 @@ def fine(function: str, what: str, statement: str, result: Any) -> Any:
 
 
 # Placeholders: <pending>, <processing>, <succeeded>, <failed>, <dead>, <unknown> become the uuid
-# of the world's job in that state (or of no job).
+# of the world's job in that state (or of no job); <tok:processing>, <tok:succeeded>, <tok:failed>,
+# <tok:dead> the lease token its claim returned; <made-up> a token no claim returned.
 BAD_CALLS = [
     # backoff_delay(attempt, base_ms, max_jitter_ms, max_delay_ms, jitter)
     bad("backoff_delay", "null-attempt", "select backoff_delay(null)", "QV400"),
@@ -72,7 +76,7 @@ BAD_CALLS = [
     bad("backoff_delay", "jitter-nan", "select backoff_delay(1, p_jitter => 'NaN')", "QV400"),
     bad("backoff_delay", "jitter-infinity", "select backoff_delay(1, p_jitter => 'Infinity')", "QV400"),
     bad("backoff_delay", "jitter-minus-infinity", "select backoff_delay(1, p_jitter => '-Infinity')", "QV400"),
-    # claim_job(worker_id, queues, lease_ms, now, task_types)
+    # claim_job(worker_id, queues, lease_ms, task_types)
     bad("claim_job", "null-worker", "select * from claim_job(null)", "QV400"),
     bad("claim_job", "empty-worker", "select * from claim_job('')", "QV400"),
     bad("claim_job", "spaces-worker", "select * from claim_job('   ')", "QV400"),
@@ -83,12 +87,11 @@ BAD_CALLS = [
     bad("claim_job", "empty-task-types", "select * from claim_job('w9', p_task_types => '{}'::text[])", "QV400"),
     bad("claim_job", "zero-lease", "select * from claim_job('w9', null, 0)", "QV400"),
     bad("claim_job", "min-int-lease", "select * from claim_job('w9', null, -2147483648)", "QV400"),
-    bad("claim_job", "null-now", "select * from claim_job('w9', p_now => null)", "QV400"),
-    bad("claim_job", "infinite-now", "select * from claim_job('w9', p_now => 'infinity')", "QV400"),
-    bad("claim_job", "now-minus-infinity", "select * from claim_job('w9', p_now => '-infinity')", "QV400"),
-    bad("claim_job", "now-at-end-of-time",
-        "select * from claim_job('w9', p_lease_ms => 86400000, p_now => '294276-12-31 00:00:00+00')", "QV400"),
-    # claim_jobs(worker_id, limit, queues, lease_ms, now, task_types)
+    # ... a role's claim takes no time (the server's clock): the old forms with one match no function
+    bad("claim_job", "old-form-with-now", "select * from claim_job('w9', p_now => now())", "42883"),
+    bad("claim_job", "old-form-positional-now",
+        "select * from claim_job('w9'::text, null::text[], null::integer, now(), null::text[])", "42883"),
+    # claim_jobs(worker_id, limit, queues, lease_ms, task_types)
     bad("claim_jobs", "null-worker", "select * from claim_jobs(null, 1)", "QV400"),
     bad("claim_jobs", "empty-worker", "select * from claim_jobs('', 1)", "QV400"),
     bad("claim_jobs", "whitespace-worker", f"select * from claim_jobs({BLANK}, 1)", "QV400"),
@@ -103,8 +106,24 @@ BAD_CALLS = [
     bad("claim_jobs", "empty-task-types", "select * from claim_jobs('w9', 1, p_task_types => '{}'::text[])",
         "QV400"),
     bad("claim_jobs", "negative-lease", "select * from claim_jobs('w9', 1, null, -1)", "QV400"),
-    bad("claim_jobs", "null-now", "select * from claim_jobs('w9', 1, p_now => null)", "QV400"),
-    bad("claim_jobs", "infinite-now", "select * from claim_jobs('w9', 5, p_now => 'infinity')", "QV400"),
+    bad("claim_jobs", "lease-over-a-day", f"select * from claim_jobs('w9', 1, null, {DAY_MS + 1})", "QV400"),
+    bad("claim_jobs", "old-form-with-now", "select * from claim_jobs('w9', 1, p_now => now())", "42883"),
+    bad("claim_jobs", "old-form-positional-now",
+        "select * from claim_jobs('w9'::text, 5, null::text[], null::integer, 'infinity'::timestamptz)", "42883"),
+    # claim_jobs_at(now, worker_id, limit, queues, lease_ms, task_types): the owner's clock
+    bad("claim_jobs_at", "null-now", "select * from claim_jobs_at(null, 'w9', 1)", "QV400"),
+    bad("claim_jobs_at", "infinite-now", "select * from claim_jobs_at('infinity', 'w9', 5)", "QV400"),
+    bad("claim_jobs_at", "now-minus-infinity", "select * from claim_jobs_at('-infinity', 'w9', 1)", "QV400"),
+    bad("claim_jobs_at", "now-at-end-of-time",
+        "select * from claim_jobs_at('294276-12-31 00:00:00+00', 'w9', 1, p_lease_ms => 86400000)", "QV400"),
+    bad("claim_jobs_at", "null-worker", "select * from claim_jobs_at(now(), null, 1)", "QV400"),
+    bad("claim_jobs_at", "whitespace-worker", f"select * from claim_jobs_at(now(), {BLANK}, 1)", "QV400"),
+    bad("claim_jobs_at", "null-limit", "select * from claim_jobs_at(now(), 'w9', null)", "QV400"),
+    bad("claim_jobs_at", "limit-1001", "select * from claim_jobs_at(now(), 'w9', 1001)", "QV400"),
+    bad("claim_jobs_at", "empty-queues", "select * from claim_jobs_at(now(), 'w9', 1, '{}'::text[])", "QV400"),
+    bad("claim_jobs_at", "zero-lease", "select * from claim_jobs_at(now(), 'w9', 1, null, 0)", "QV400"),
+    bad("claim_jobs_at", "empty-task-types", "select * from claim_jobs_at(now(), 'w9', 1, null, null, '{}')",
+        "QV400"),
     # enqueue_job(type, payload, idempotency_key, queue, priority, run_at, max_attempts)
     bad("enqueue_job", "null-type", "select enqueue_job(null, '{}', 'h1')", "QV400"),
     bad("enqueue_job", "empty-type", "select enqueue_job('', '{}', 'h1')", "QV400"),
@@ -221,134 +240,162 @@ BAD_CALLS = [
     bad("enqueue_jobs", "10001-jobs", "select * from enqueue_jobs((select jsonb_agg(jsonb_build_object("
         "'type', 't', 'payload', '{}'::jsonb, 'idempotency_key', 'b' || i)) from generate_series(1, 10001) i))",
         "QV400"),
-    # heartbeat(worker_id, job_ids, lease_ms)
-    bad("heartbeat", "null-worker", "select * from heartbeat(null, array[<processing>])", "QV400"),
-    bad("heartbeat", "empty-worker", "select * from heartbeat('', array[<processing>])", "QV400"),
-    bad("heartbeat", "spaces-worker", "select * from heartbeat('  ', array[<processing>])", "QV400"),
-    bad("heartbeat", "whitespace-worker", f"select * from heartbeat({BLANK}, array[<processing>])", "QV400"),
-    bad("heartbeat", "nul-worker", f"select * from heartbeat('w1' || {NUL}, array[<processing>])", "54000"),
-    bad("heartbeat", "null-ids", "select * from heartbeat('w1', null)", "QV400"),
-    bad("heartbeat", "zero-lease", "select * from heartbeat('w1', array[<processing>], 0)", "QV400"),
-    bad("heartbeat", "min-int-lease", "select * from heartbeat('w1', array[<processing>], -2147483648)", "QV400"),
-    bad("heartbeat", "id-not-uuid", "select * from heartbeat('w1', array['not-a-uuid']::uuid[])", "22P02"),
-    # mark_succeeded(job_id, worker_id, attempt)
-    bad("mark_succeeded", "null-job", "select * from mark_succeeded(null, 'w1', 1)", "QV400"),
-    bad("mark_succeeded", "null-worker", "select * from mark_succeeded(<processing>, null, 1)", "QV400"),
-    bad("mark_succeeded", "null-attempt", "select * from mark_succeeded(<processing>, 'w1', null)", "QV400"),
-    bad("mark_succeeded", "zero-attempt", "select * from mark_succeeded(<processing>, 'w1', 0)", "QV400"),
-    bad("mark_succeeded", "min-int-attempt", "select * from mark_succeeded(<processing>, 'w1', -2147483648)",
+    # heartbeat(job_ids, lease_tokens, lease_ms): one token per job id
+    bad("heartbeat", "null-ids", "select * from heartbeat(null, array[<tok:processing>])", "QV400"),
+    bad("heartbeat", "null-tokens", "select * from heartbeat(array[<processing>], null)", "QV400"),
+    bad("heartbeat", "nulls", "select * from heartbeat(null, null)", "QV400"),
+    bad("heartbeat", "more-ids-than-tokens",
+        "select * from heartbeat(array[<processing>, <pending>], array[<tok:processing>])", "QV400"),
+    bad("heartbeat", "more-tokens-than-ids",
+        "select * from heartbeat(array[<processing>], array[<tok:processing>, <tok:processing>])", "QV400"),
+    bad("heartbeat", "ids-without-tokens", "select * from heartbeat(array[<processing>], '{}')", "QV400"),
+    bad("heartbeat", "tokens-without-ids", "select * from heartbeat('{}', array[<tok:processing>])", "QV400"),
+    bad("heartbeat", "zero-lease", "select * from heartbeat(array[<processing>], array[<tok:processing>], 0)",
         "QV400"),
-    bad("mark_succeeded", "unknown-job", "select * from mark_succeeded(<unknown>, 'w1', 1)", "QN404"),
-    bad("mark_succeeded", "id-not-uuid", "select * from mark_succeeded('not-a-uuid', 'w1', 1)", "22P02"),
-    bad("mark_succeeded", "pending-job", "select * from mark_succeeded(<pending>, 'w1', 1)", "QL409"),
-    bad("mark_succeeded", "succeeded-job-other-worker", "select * from mark_succeeded(<succeeded>, 'w2', 1)",
+    bad("heartbeat", "lease-over-a-day",
+        f"select * from heartbeat(array[<processing>], array[<tok:processing>], {DAY_MS + 1})", "QV400"),
+    bad("heartbeat", "max-int-lease",
+        "select * from heartbeat(array[<processing>], array[<tok:processing>], 2147483647)", "QV400"),
+    bad("heartbeat", "min-int-lease",
+        "select * from heartbeat(array[<processing>], array[<tok:processing>], -2147483648)", "QV400"),
+    bad("heartbeat", "id-not-uuid", "select * from heartbeat(array['not-a-uuid']::uuid[], array[<tok:processing>])",
+        "22P02"),
+    bad("heartbeat", "token-not-uuid", "select * from heartbeat(array[<processing>], array['w1']::uuid[])", "22P02"),
+    bad("heartbeat", "old-form", "select * from heartbeat('w1'::text, array[<processing>])", "42883"),
+    bad("heartbeat", "old-form-with-lease", "select * from heartbeat('w1'::text, array[<processing>], 60000)",
+        "42883"),
+    # mark_succeeded(job_id, lease_token, result_type, result_value, result_data)
+    bad("mark_succeeded", "null-job", "select * from mark_succeeded(null, <tok:processing>)", "QV400"),
+    bad("mark_succeeded", "null-token", "select * from mark_succeeded(<processing>, null)", "QV400"),
+    bad("mark_succeeded", "nulls", "select * from mark_succeeded(null, null)", "QV400"),
+    bad("mark_succeeded", "unknown-job", "select * from mark_succeeded(<unknown>, <made-up>)", "QN404"),
+    bad("mark_succeeded", "unknown-job-real-token", "select * from mark_succeeded(<unknown>, <tok:processing>)",
+        "QN404"),
+    bad("mark_succeeded", "id-not-uuid", "select * from mark_succeeded('not-a-uuid', <tok:processing>)", "22P02"),
+    bad("mark_succeeded", "token-not-uuid", "select * from mark_succeeded(<processing>, 'w1')", "22P02"),
+    bad("mark_succeeded", "token-injection", f"select * from mark_succeeded(<processing>, $${INJECTION}$$)", "22P02"),
+    bad("mark_succeeded", "made-up-token", "select * from mark_succeeded(<processing>, <made-up>)", "QL409"),
+    bad("mark_succeeded", "nil-token",
+        "select * from mark_succeeded(<processing>, '00000000-0000-0000-0000-000000000000')", "QL409"),
+    bad("mark_succeeded", "other-jobs-token", "select * from mark_succeeded(<processing>, <tok:failed>)", "QL409"),
+    bad("mark_succeeded", "succeeded-jobs-token", "select * from mark_succeeded(<processing>, <tok:succeeded>)",
         "QL409"),
-    bad("mark_succeeded", "failed-job", "select * from mark_succeeded(<failed>, 'w1', 1)", "QL409"),
-    bad("mark_succeeded", "dead-job", "select * from mark_succeeded(<dead>, 'w1', 1)", "QL409"),
-    bad("mark_succeeded", "other-worker", "select * from mark_succeeded(<processing>, 'w2', 1)", "QL409"),
-    bad("mark_succeeded", "later-attempt", "select * from mark_succeeded(<processing>, 'w1', 2)", "QL409"),
-    bad("mark_succeeded", "max-int-attempt", "select * from mark_succeeded(<processing>, 'w1', 2147483647)",
+    bad("mark_succeeded", "pending-job", "select * from mark_succeeded(<pending>, <tok:processing>)", "QL409"),
+    bad("mark_succeeded", "succeeded-job-other-token", "select * from mark_succeeded(<succeeded>, <tok:processing>)",
         "QL409"),
-    bad("mark_succeeded", "empty-worker", "select * from mark_succeeded(<processing>, '', 1)", "QL409"),
-    bad("mark_succeeded", "injection-worker", f"select * from mark_succeeded(<processing>, $${INJECTION}$$, 1)",
-        "QL409"),
-    bad("mark_succeeded", "huge-worker", "select * from mark_succeeded(<processing>, repeat('w1', 500000), 1)",
-        "QL409"),
-    bad("mark_succeeded", "nul-worker", f"select * from mark_succeeded(<processing>, 'w1' || {NUL}, 1)", "54000"),
+    bad("mark_succeeded", "failed-job-own-token", "select * from mark_succeeded(<failed>, <tok:failed>)", "QL409"),
+    bad("mark_succeeded", "dead-job-own-token", "select * from mark_succeeded(<dead>, <tok:dead>)", "QL409"),
+    bad("mark_succeeded", "old-form", "select * from mark_succeeded(<processing>, 'w1'::text, 1)", "42883"),
+    bad("mark_succeeded", "old-form-with-result",
+        "select * from mark_succeeded(<processing>, 'w1'::text, 1, 'application/json', '1'::jsonb)", "42883"),
     # ... with its result (result_type, result_value, result_data): checked before the job is looked at
     bad("mark_succeeded", "type-without-result",
-        "select * from mark_succeeded(<processing>, 'w1', 1, 'application/json')", "QV400"),
+        "select * from mark_succeeded(<processing>, <tok:processing>, 'application/json')", "QV400"),
     bad("mark_succeeded", "value-without-type",
-        "select * from mark_succeeded(<processing>, 'w1', 1, null, '{\"a\": 1}')", "QV400"),
+        "select * from mark_succeeded(<processing>, <tok:processing>, null, '{\"a\": 1}')", "QV400"),
     bad("mark_succeeded", "data-without-type",
-        "select * from mark_succeeded(<processing>, 'w1', 1, null, null, '%PDF-1.4')", "QV400"),
+        "select * from mark_succeeded(<processing>, <tok:processing>, null, null, '%PDF-1.4')", "QV400"),
     bad("mark_succeeded", "value-and-data",
-        "select * from mark_succeeded(<processing>, 'w1', 1, 'application/json', '1', '%PDF-1.4')", "QV400"),
+        "select * from mark_succeeded(<processing>, <tok:processing>, 'application/json', '1', '%PDF-1.4')", "QV400"),
     bad("mark_succeeded", "json-as-text-plain",
-        "select * from mark_succeeded(<processing>, 'w1', 1, 'text/plain', '\"hi\"')", "QV400"),
+        "select * from mark_succeeded(<processing>, <tok:processing>, 'text/plain', '\"hi\"')", "QV400"),
     bad("mark_succeeded", "type-without-slash",
-        "select * from mark_succeeded(<processing>, 'w1', 1, 'pdf', null, '%PDF-1.4')", "QV400"),
+        "select * from mark_succeeded(<processing>, <tok:processing>, 'pdf', null, '%PDF-1.4')", "QV400"),
     bad("mark_succeeded", "type-with-space",
-        "select * from mark_succeeded(<processing>, 'w1', 1, 'application/ pdf', null, '%PDF-1.4')", "QV400"),
+        "select * from mark_succeeded(<processing>, <tok:processing>, 'application/ pdf', null, '%PDF-1.4')", "QV400"),
     bad("mark_succeeded", "empty-type",
-        "select * from mark_succeeded(<processing>, 'w1', 1, '', null, '%PDF-1.4')", "QV400"),
+        "select * from mark_succeeded(<processing>, <tok:processing>, '', null, '%PDF-1.4')", "QV400"),
     bad("mark_succeeded", "long-type",
-        "select * from mark_succeeded(<processing>, 'w1', 1, 'a/' || repeat('b', 199), null, 'x')", "QV400"),
+        "select * from mark_succeeded(<processing>, <tok:processing>, 'a/' || repeat('b', 199), null, 'x')", "QV400"),
     bad("mark_succeeded", "non-ascii-type",
-        "select * from mark_succeeded(<processing>, 'w1', 1, 'application/pdé', null, 'x')", "QV400"),
+        "select * from mark_succeeded(<processing>, <tok:processing>, 'application/pdé', null, 'x')", "QV400"),
     bad("mark_succeeded", "injection-type",
-        f"select * from mark_succeeded(<processing>, 'w1', 1, $${INJECTION}$$, null, 'x')", "QV400"),
+        f"select * from mark_succeeded(<processing>, <tok:processing>, $${INJECTION}$$, null, 'x')", "QV400"),
     bad("mark_succeeded", "nul-type",
-        f"select * from mark_succeeded(<processing>, 'w1', 1, 'a/b' || {NUL}, null, 'x')", "54000"),
-    bad("mark_succeeded", "result-other-worker",
-        "select * from mark_succeeded(<processing>, 'w2', 1, 'application/json', '1')", "QL409"),
+        f"select * from mark_succeeded(<processing>, <tok:processing>, 'a/b' || {NUL}, null, 'x')", "54000"),
+    bad("mark_succeeded", "result-made-up-token",
+        "select * from mark_succeeded(<processing>, <made-up>, 'application/json', '1')", "QL409"),
+    bad("mark_succeeded", "result-other-jobs-token",
+        "select * from mark_succeeded(<processing>, <tok:dead>, 'application/json', '1')", "QL409"),
     bad("mark_succeeded", "result-pending-job",
-        "select * from mark_succeeded(<pending>, 'w1', 1, 'application/pdf', null, '%PDF-1.4')", "QL409"),
+        "select * from mark_succeeded(<pending>, <made-up>, 'application/pdf', null, '%PDF-1.4')", "QL409"),
     bad("mark_succeeded", "result-dead-job",
-        "select * from mark_succeeded(<dead>, 'w1', 1, 'application/json', '1')", "QL409"),
+        "select * from mark_succeeded(<dead>, <tok:dead>, 'application/json', '1')", "QL409"),
     bad("mark_succeeded", "result-unknown-job",
-        "select * from mark_succeeded(<unknown>, 'w1', 1, 'application/json', '1')", "QN404"),
-    # mark_failed(job_id, worker_id, attempt, error, retryable, base_ms, max_jitter_ms, max_delay_ms)
-    bad("mark_failed", "null-job", "select * from mark_failed(null, 'w1', 1, 'boom')", "QV400"),
-    bad("mark_failed", "null-worker", "select * from mark_failed(<processing>, null, 1, 'boom')", "QV400"),
-    bad("mark_failed", "null-attempt", "select * from mark_failed(<processing>, 'w1', null, 'boom')", "QV400"),
-    bad("mark_failed", "null-retryable", "select * from mark_failed(<processing>, 'w1', 1, 'boom', null)", "QV400"),
-    bad("mark_failed", "zero-attempt", "select * from mark_failed(<processing>, 'w1', 0, 'boom')", "QV400"),
-    bad("mark_failed", "null-error", "select * from mark_failed(<processing>, 'w1', 1, null)", "QV400"),
-    bad("mark_failed", "empty-error", "select * from mark_failed(<processing>, 'w1', 1, '')", "QV400"),
-    bad("mark_failed", "spaces-error", "select * from mark_failed(<processing>, 'w1', 1, '    ')", "QV400"),
-    bad("mark_failed", "whitespace-error", f"select * from mark_failed(<processing>, 'w1', 1, {BLANK})", "QV400"),
-    bad("mark_failed", "nul-error", f"select * from mark_failed(<processing>, 'w1', 1, 'a' || {NUL})", "54000"),
-    bad("mark_failed", "negative-base", "select * from mark_failed(<processing>, 'w1', 1, 'boom', true, -1)",
+        "select * from mark_succeeded(<unknown>, <tok:processing>, 'application/json', '1')", "QN404"),
+    # mark_failed(job_id, lease_token, error, retryable, base_ms, max_jitter_ms, max_delay_ms)
+    bad("mark_failed", "null-job", "select * from mark_failed(null, <tok:processing>, 'boom')", "QV400"),
+    bad("mark_failed", "null-token", "select * from mark_failed(<processing>, null, 'boom')", "QV400"),
+    bad("mark_failed", "null-retryable", "select * from mark_failed(<processing>, <tok:processing>, 'boom', null)",
         "QV400"),
+    bad("mark_failed", "null-error", "select * from mark_failed(<processing>, <tok:processing>, null)", "QV400"),
+    bad("mark_failed", "empty-error", "select * from mark_failed(<processing>, <tok:processing>, '')", "QV400"),
+    bad("mark_failed", "spaces-error", "select * from mark_failed(<processing>, <tok:processing>, '    ')", "QV400"),
+    bad("mark_failed", "whitespace-error", f"select * from mark_failed(<processing>, <tok:processing>, {BLANK})",
+        "QV400"),
+    bad("mark_failed", "nul-error", f"select * from mark_failed(<processing>, <tok:processing>, 'a' || {NUL})",
+        "54000"),
+    bad("mark_failed", "negative-base",
+        "select * from mark_failed(<processing>, <tok:processing>, 'boom', true, -1)", "QV400"),
     bad("mark_failed", "negative-jitter",
-        "select * from mark_failed(<processing>, 'w1', 1, 'boom', true, null, -1)", "QV400"),
+        "select * from mark_failed(<processing>, <tok:processing>, 'boom', true, null, -1)", "QV400"),
     bad("mark_failed", "min-int-max-delay",
-        "select * from mark_failed(<processing>, 'w1', 1, 'boom', true, null, null, -2147483648)", "QV400"),
-    bad("mark_failed", "unknown-job", "select * from mark_failed(<unknown>, 'w1', 1, 'boom')", "QN404"),
-    bad("mark_failed", "id-not-uuid", "select * from mark_failed('x', 'w1', 1, 'boom')", "22P02"),
-    bad("mark_failed", "pending-job", "select * from mark_failed(<pending>, 'w1', 1, 'boom')", "QL409"),
-    bad("mark_failed", "succeeded-job", "select * from mark_failed(<succeeded>, 'w1', 1, 'boom')", "QL409"),
-    bad("mark_failed", "failed-job", "select * from mark_failed(<failed>, 'w1', 1, 'boom')", "QL409"),
-    bad("mark_failed", "dead-job", "select * from mark_failed(<dead>, 'w1', 1, 'boom', false)", "QL409"),
-    bad("mark_failed", "other-worker", "select * from mark_failed(<processing>, 'w2', 1, 'boom')", "QL409"),
-    bad("mark_failed", "earlier-attempt-of-dead-job", "select * from mark_failed(<dead>, 'w1', 0, 'boom')", "QV400"),
-    # mark_jobs_succeeded(worker_id, job_ids, attempts)
-    bad("mark_jobs_succeeded", "null-worker", "select * from mark_jobs_succeeded(null, array[<processing>], '{1}')",
+        "select * from mark_failed(<processing>, <tok:processing>, 'boom', true, null, null, -2147483648)", "QV400"),
+    bad("mark_failed", "unknown-job", "select * from mark_failed(<unknown>, <made-up>, 'boom')", "QN404"),
+    bad("mark_failed", "id-not-uuid", "select * from mark_failed('x', <tok:processing>, 'boom')", "22P02"),
+    bad("mark_failed", "token-not-uuid", "select * from mark_failed(<processing>, 'w1', 'boom')", "22P02"),
+    bad("mark_failed", "pending-job", "select * from mark_failed(<pending>, <made-up>, 'boom')", "QL409"),
+    bad("mark_failed", "succeeded-job-own-token", "select * from mark_failed(<succeeded>, <tok:succeeded>, 'boom')",
+        "QL409"),
+    bad("mark_failed", "failed-job-own-token-other-error",
+        "select * from mark_failed(<failed>, <tok:failed>, 'boom')", "QL409"),
+    bad("mark_failed", "dead-job-own-token-other-error",
+        "select * from mark_failed(<dead>, <tok:dead>, 'boom', false)", "QL409"),
+    # Forcing another's job dead needs its token: a made-up one, or another job's, is refused.
+    bad("mark_failed", "made-up-token-not-retryable",
+        "select * from mark_failed(<processing>, <made-up>, 'boom', false)", "QL409"),
+    bad("mark_failed", "other-jobs-token-not-retryable",
+        "select * from mark_failed(<processing>, <tok:failed>, 'printer jammed', false)", "QL409"),
+    bad("mark_failed", "old-form", "select * from mark_failed(<processing>, 'w1'::text, 1, 'boom')", "42883"),
+    # mark_jobs_succeeded(job_ids, lease_tokens, results): one token per job id
+    bad("mark_jobs_succeeded", "null-ids", "select * from mark_jobs_succeeded(null, array[<tok:processing>])",
         "QV400"),
-    bad("mark_jobs_succeeded", "null-ids", "select * from mark_jobs_succeeded('w1', null, '{1}')", "QV400"),
-    bad("mark_jobs_succeeded", "null-attempts",
-        "select * from mark_jobs_succeeded('w1', array[<processing>], null)", "QV400"),
-    bad("mark_jobs_succeeded", "more-ids-than-attempts",
-        "select * from mark_jobs_succeeded('w1', array[<processing>, <pending>], '{1}')", "QV400"),
-    bad("mark_jobs_succeeded", "more-attempts-than-ids",
-        "select * from mark_jobs_succeeded('w1', array[<processing>], '{1, 1}')", "QV400"),
-    bad("mark_jobs_succeeded", "nul-worker",
-        f"select * from mark_jobs_succeeded('w1' || {NUL}, array[<processing>], '{{1}}')", "54000"),
+    bad("mark_jobs_succeeded", "null-tokens", "select * from mark_jobs_succeeded(array[<processing>], null)",
+        "QV400"),
+    bad("mark_jobs_succeeded", "more-ids-than-tokens",
+        "select * from mark_jobs_succeeded(array[<processing>, <pending>], array[<tok:processing>])", "QV400"),
+    bad("mark_jobs_succeeded", "more-tokens-than-ids",
+        "select * from mark_jobs_succeeded(array[<processing>], array[<tok:processing>, <made-up>])", "QV400"),
+    bad("mark_jobs_succeeded", "ids-without-tokens", "select * from mark_jobs_succeeded(array[<processing>], '{}')",
+        "QV400"),
+    bad("mark_jobs_succeeded", "token-not-uuid",
+        "select * from mark_jobs_succeeded(array[<processing>], '{w1}')", "22P02"),
     bad("mark_jobs_succeeded", "results-object",
-        "select * from mark_jobs_succeeded('w1', array[<processing>], '{1}', '{\"a\": 1}')", "QV400"),
+        "select * from mark_jobs_succeeded(array[<processing>], array[<tok:processing>], '{\"a\": 1}')", "QV400"),
     bad("mark_jobs_succeeded", "results-string",
-        "select * from mark_jobs_succeeded('w1', array[<processing>], '{1}', '\"[1]\"')", "QV400"),
+        "select * from mark_jobs_succeeded(array[<processing>], array[<tok:processing>], '\"[1]\"')", "QV400"),
     bad("mark_jobs_succeeded", "results-json-null",
-        "select * from mark_jobs_succeeded('w1', array[<processing>], '{1}', 'null')", "QV400"),
+        "select * from mark_jobs_succeeded(array[<processing>], array[<tok:processing>], 'null')", "QV400"),
     bad("mark_jobs_succeeded", "more-results-than-ids",
-        "select * from mark_jobs_succeeded('w1', array[<processing>], '{1}', '[1, 2]')", "QV400"),
+        "select * from mark_jobs_succeeded(array[<processing>], array[<tok:processing>], '[1, 2]')", "QV400"),
     bad("mark_jobs_succeeded", "nul-in-results",
-        "select * from mark_jobs_succeeded('w1', array[<processing>], '{1}', '[\"\\u0000\"]')", "22P05"),
-    # release_job(job_id, worker_id, attempt, reason)
-    bad("release_job", "null-job", "select * from release_job(null, 'w1', 1)", "QV400"),
-    bad("release_job", "null-worker", "select * from release_job(<processing>, null, 1)", "QV400"),
-    bad("release_job", "null-attempt", "select * from release_job(<processing>, 'w1', null)", "QV400"),
-    bad("release_job", "zero-attempt", "select * from release_job(<processing>, 'w1', 0)", "QV400"),
-    bad("release_job", "negative-attempt", "select * from release_job(<processing>, 'w1', -1)", "QV400"),
-    bad("release_job", "unknown-job", "select * from release_job(<unknown>, 'w1', 1)", "QN404"),
-    bad("release_job", "id-not-uuid", "select * from release_job('x', 'w1', 1)", "22P02"),
-    bad("release_job", "other-worker", "select * from release_job(<processing>, 'w2', 1)", "QL409"),
-    bad("release_job", "later-attempt", "select * from release_job(<processing>, 'w1', 2)", "QL409"),
-    bad("release_job", "pending-job", "select * from release_job(<pending>, 'w1', 1)", "QL409"),
-    bad("release_job", "succeeded-job", "select * from release_job(<succeeded>, 'w1', 1)", "QL409"),
-    bad("release_job", "dead-job", "select * from release_job(<dead>, 'w1', 1)", "QL409"),
-    bad("release_job", "nul-reason", f"select * from release_job(<processing>, 'w1', 1, 'bye' || {NUL})", "54000"),
+        "select * from mark_jobs_succeeded(array[<processing>], array[<tok:processing>], '[\"\\u0000\"]')", "22P05"),
+    bad("mark_jobs_succeeded", "old-form",
+        "select * from mark_jobs_succeeded('w1'::text, array[<processing>], '{1}'::integer[])", "42883"),
+    # release_job(job_id, lease_token, reason)
+    bad("release_job", "null-job", "select * from release_job(null, <tok:processing>)", "QV400"),
+    bad("release_job", "null-token", "select * from release_job(<processing>, null)", "QV400"),
+    bad("release_job", "unknown-job", "select * from release_job(<unknown>, <tok:processing>)", "QN404"),
+    bad("release_job", "id-not-uuid", "select * from release_job('x', <tok:processing>)", "22P02"),
+    bad("release_job", "token-not-uuid", "select * from release_job(<processing>, '1')", "22P02"),
+    bad("release_job", "made-up-token", "select * from release_job(<processing>, <made-up>)", "QL409"),
+    bad("release_job", "other-jobs-token", "select * from release_job(<processing>, <tok:dead>)", "QL409"),
+    bad("release_job", "pending-job", "select * from release_job(<pending>, <made-up>)", "QL409"),
+    bad("release_job", "succeeded-job-own-token", "select * from release_job(<succeeded>, <tok:succeeded>)", "QL409"),
+    bad("release_job", "dead-job-own-token", "select * from release_job(<dead>, <tok:dead>)", "QL409"),
+    bad("release_job", "nul-reason", f"select * from release_job(<processing>, <tok:processing>, 'bye' || {NUL})",
+        "54000"),
+    bad("release_job", "old-form", "select * from release_job(<processing>, 'w1'::text, 1)", "42883"),
     # retry_dead(job_id, extra_attempts)
     bad("retry_dead", "null-job", "select * from retry_dead(null)", "QV400"),
     bad("retry_dead", "zero-extra", "select * from retry_dead(<dead>, 0)", "QV400"),
@@ -443,15 +490,17 @@ BAD_CALLS = [
     # stop_worker(worker_id)
     bad("stop_worker", "null-worker", "select * from stop_worker(null)", "QV400"),
     bad("stop_worker", "nul-worker", f"select * from stop_worker('w1' || {NUL})", "54000"),
-    # sweep_stuck(now)
-    bad("sweep_stuck", "null-now", "select * from sweep_stuck(null)", "QV400"),
-    # raise_job_not_held(job_id, worker_id, attempt): never returns
-    bad("raise_job_not_held", "nulls", "select raise_job_not_held(null, null, null)", "QN404"),
-    bad("raise_job_not_held", "unknown-job", "select raise_job_not_held(<unknown>, 'w1', 1)", "QN404"),
-    bad("raise_job_not_held", "other-worker", "select raise_job_not_held(<processing>, 'w2', 1)", "QL409"),
-    bad("raise_job_not_held", "the-holder", "select raise_job_not_held(<processing>, 'w1', 1)", "QL409"),
-    bad("raise_job_not_held", "injection-worker",
-        f"select raise_job_not_held(<dead>, $${INJECTION}$$, -2147483648)", "QL409"),
+    # sweep_stuck(): the server's clock; the old form with a time matches no function
+    bad("sweep_stuck", "old-form-null-now", "select * from sweep_stuck(null::timestamptz)", "42883"),
+    bad("sweep_stuck", "old-form-far-future", "select * from sweep_stuck('infinity'::timestamptz)", "42883"),
+    # sweep_stuck_at(now): the owner's clock
+    bad("sweep_stuck_at", "null-now", "select * from sweep_stuck_at(null)", "QV400"),
+    # raise_job_not_held(job_id, attempt): never returns
+    bad("raise_job_not_held", "nulls", "select raise_job_not_held(null, null)", "QN404"),
+    bad("raise_job_not_held", "unknown-job", "select raise_job_not_held(<unknown>, 1)", "QN404"),
+    bad("raise_job_not_held", "no-attempt", "select raise_job_not_held(<processing>, null)", "QL409"),
+    bad("raise_job_not_held", "the-current-attempt", "select raise_job_not_held(<processing>, 1)", "QL409"),
+    bad("raise_job_not_held", "min-int-attempt", "select raise_job_not_held(<dead>, -2147483648)", "QL409"),
     # report_latest_jobs(limit)
     bad("report_latest_jobs", "null-limit", "select * from report_latest_jobs(null)", "QV400"),
     bad("report_latest_jobs", "zero-limit", "select * from report_latest_jobs(0)", "QV400"),
@@ -472,7 +521,7 @@ FINE_CALLS = [
     fine("claim_job", "unknown-queue", "select count(*) from claim_job('w9', array['no-such-queue'])", 0),
     fine("claim_job", "null-queue-name", "select count(*) from claim_job('w9', array[null]::text[])", 0),
     fine("claim_jobs", "injection-queue", f"select count(*) from claim_jobs('w9', 5, array[$${INJECTION}$$])", 0),
-    fine("claim_jobs", "now-long-ago", "select count(*) from claim_jobs('w9', 1000, p_now => '1970-01-01')", 0),
+    fine("claim_jobs_at", "now-long-ago", "select count(*) from claim_jobs_at('1970-01-01', 'w9', 1000)", 0),
     fine("claim_jobs", "unknown-task-type",
          "select count(*) from claim_jobs('w9', 5, p_task_types => array['no-such-type'])", 0),
     fine("claim_jobs", "null-task-type-name",
@@ -496,43 +545,53 @@ FINE_CALLS = [
     fine("enqueue_jobs", "same-request-again",
          "select bool_or(created) from enqueue_jobs('[{\"type\": \"listing_flyer\", \"payload\": {\"n\": \"pending\"},"
          " \"idempotency_key\": \"world-pending\", \"queue\": \"world\"}]')", False),
-    fine("heartbeat", "other-worker", "select count(*) from heartbeat('w2', array[<processing>])", 0),
-    fine("heartbeat", "jobs-not-processing",
-         "select count(*) from heartbeat('w1', array[<pending>, <succeeded>, <failed>, <dead>, <unknown>, null])", 0),
-    fine("heartbeat", "huge-worker", "select count(*) from heartbeat(repeat('w1', 500000), array[<processing>])", 0),
-    fine("heartbeat", "empty-ids", "select count(*) from heartbeat('w1', '{}')", 0),
-    fine("mark_jobs_succeeded", "other-worker",
-         "select count(*) from mark_jobs_succeeded('w2', array[<processing>], '{1}')", 0),
-    fine("mark_jobs_succeeded", "stale-attempt",
-         "select count(*) from mark_jobs_succeeded('w1', array[<processing>], '{2}')", 0),
-    fine("mark_jobs_succeeded", "jobs-not-processing", "select count(*) from mark_jobs_succeeded('w1',"
-         " array[<pending>, <failed>, <dead>, <unknown>, null], '{0, 1, 1, 1, 1}')", 0),
-    # A repeated result for an attempt that already ended this way (a retry after a lost reply) is
-    # answered already_recorded, and changes nothing.
+    # A token that does not hold the job listed with it extends nothing: made up, null, another job's,
+    # or a job's own token once its attempt ended.
+    fine("heartbeat", "made-up-token", "select count(*) from heartbeat(array[<processing>], array[<made-up>])", 0),
+    fine("heartbeat", "null-token", "select count(*) from heartbeat(array[<processing>], array[null]::uuid[])", 0),
+    fine("heartbeat", "other-jobs-token",
+         "select count(*) from heartbeat(array[<processing>], array[<tok:failed>])", 0),
+    fine("heartbeat", "jobs-not-processing-own-tokens", "select count(*) from heartbeat("
+         "array[<pending>, <succeeded>, <failed>, <dead>, <unknown>, null],"
+         " array[<made-up>, <tok:succeeded>, <tok:failed>, <tok:dead>, <tok:processing>, <tok:processing>])", 0),
+    fine("heartbeat", "tokens-swapped", "select count(*) from heartbeat(array[<processing>, <failed>],"
+         " array[<tok:failed>, <tok:processing>])", 0),
+    fine("heartbeat", "empty-arrays", "select count(*) from heartbeat('{}', '{}')", 0),
+    fine("mark_jobs_succeeded", "made-up-token",
+         "select count(*) from mark_jobs_succeeded(array[<processing>], array[<made-up>])", 0),
+    fine("mark_jobs_succeeded", "other-jobs-token",
+         "select count(*) from mark_jobs_succeeded(array[<processing>], array[<tok:dead>])", 0),
+    fine("mark_jobs_succeeded", "jobs-not-processing", "select count(*) from mark_jobs_succeeded("
+         "array[<pending>, <failed>, <dead>, <unknown>, null],"
+         " array[<made-up>, <tok:failed>, <tok:dead>, <tok:processing>, <tok:processing>])", 0),
+    fine("mark_jobs_succeeded", "null-elements",
+         "select count(*) from mark_jobs_succeeded(array[null, <processing>]::uuid[], array[<tok:processing>, null])",
+         0),
+    # A repeated result for an attempt that already ended this way (a retry after a lost reply, with
+    # the same token) is answered already_recorded, and changes nothing.
     fine("mark_jobs_succeeded", "already-succeeded",
-         "select bool_and(already_recorded) from mark_jobs_succeeded('w1', array[<succeeded>], '{1}')", True),
-    fine("mark_succeeded", "same-attempt-again",
-         "select already_recorded from mark_succeeded(<succeeded>, 'w1', 1)", True),
+         "select bool_and(already_recorded) from mark_jobs_succeeded(array[<succeeded>], array[<tok:succeeded>])",
+         True),
+    fine("mark_succeeded", "same-token-again",
+         "select already_recorded from mark_succeeded(<succeeded>, <tok:succeeded>)", True),
     # ... with another result: the first one stays (one result per job, stored with the success).
-    fine("mark_succeeded", "same-attempt-other-result",
-         "select already_recorded from mark_succeeded(<succeeded>, 'w1', 1, 'application/json', '{\"x\": 1}')",
+    fine("mark_succeeded", "same-token-other-result",
+         "select already_recorded from mark_succeeded(<succeeded>, <tok:succeeded>, 'application/json', '{\"x\": 1}')",
          True),
     fine("mark_jobs_succeeded", "already-succeeded-other-result", "select bool_and(already_recorded)"
-         " from mark_jobs_succeeded('w1', array[<succeeded>], '{1}', '[{\"x\": 1}]')", True),
-    fine("mark_jobs_succeeded", "results-of-others",
-         "select count(*) from mark_jobs_succeeded('w2', array[<processing>], '{1}', '[{\"x\": 1}]')", 0),
-    fine("mark_jobs_succeeded", "fewer-results-than-ids", "select count(*) from mark_jobs_succeeded('w1',"
-         " array[<pending>, <dead>], '{1, 1}', '[1]')", 0),
-    fine("mark_failed", "same-error-again",
-         "select already_recorded from mark_failed(<failed>, 'w1', 1, 'printer jammed')", True),
-    fine("mark_jobs_succeeded", "empty-arrays", "select count(*) from mark_jobs_succeeded('w1', '{}', '{}')", 0),
-    fine("mark_jobs_succeeded", "empty-worker",
-         "select count(*) from mark_jobs_succeeded('', array[<processing>], '{1}')", 0),
+         " from mark_jobs_succeeded(array[<succeeded>], array[<tok:succeeded>], '[{\"x\": 1}]')", True),
+    fine("mark_jobs_succeeded", "results-with-made-up-tokens",
+         "select count(*) from mark_jobs_succeeded(array[<processing>], array[<made-up>], '[{\"x\": 1}]')", 0),
+    fine("mark_jobs_succeeded", "fewer-results-than-ids", "select count(*) from mark_jobs_succeeded("
+         "array[<pending>, <dead>], array[<made-up>, <tok:dead>], '[1]')", 0),
+    fine("mark_failed", "same-token-same-error-again",
+         "select already_recorded from mark_failed(<failed>, <tok:failed>, 'printer jammed')", True),
+    fine("mark_jobs_succeeded", "empty-arrays", "select count(*) from mark_jobs_succeeded('{}', '{}')", 0),
     fine("register_task_types", "empty-array", "select count(*) from register_task_types('[]')", 0),
     fine("stop_worker", "unknown-worker", "select count(*) from stop_worker('no-such-worker')", 0),
     fine("stop_worker", "injection-worker", f"select count(*) from stop_worker($${INJECTION}$$)", 0),
     fine("sweep_stuck", "now", "select count(*) from sweep_stuck()", 0),
-    fine("sweep_stuck", "minus-infinity", "select count(*) from sweep_stuck('-infinity')", 0),
+    fine("sweep_stuck_at", "minus-infinity", "select count(*) from sweep_stuck_at('-infinity')", 0),
     fine("queue_stats", "reads-only", "select count(*) > 0 from queue_stats()", True),
     fine("report_concurrency", "null-prefix", "select count(*) from report_concurrency(null)", 1),
     fine("report_concurrency", "percent-prefix", "select count(*) from report_concurrency('%')", 0),
@@ -553,11 +612,15 @@ FINE_CALLS = [
 class World:
     conn: psycopg.Connection
     ids: dict[str, uuid.UUID]
+    tokens: dict[str, uuid.UUID]
     digest: dict[str, Any]
 
     def sql(self, statement: str) -> str:
         for state, job_id in {**self.ids, "unknown": UNKNOWN}.items():
             statement = statement.replace(f"<{state}>", f"'{job_id}'::uuid")
+        for state, token in {**{f"tok:{k}": v for k, v in self.tokens.items()}, "made-up": MADE_UP}.items():
+            statement = statement.replace(f"<{state}>", f"'{token}'::uuid")
+        assert "<" not in statement.replace("<>", ""), f"a placeholder left: {statement}"
         return statement
 
 
@@ -577,8 +640,9 @@ def digest(conn: psycopg.Connection) -> dict[str, Any]:
                (select md5(string_agg(s::text, '|')) from queue_settings s) as settings_md5""")
 
 
-def seed(conn: psycopg.Connection) -> dict[str, uuid.UUID]:
-    """One job in every state, all in queue 'world', through the functions themselves."""
+def seed(conn: psycopg.Connection) -> tuple[dict[str, uuid.UUID], dict[str, uuid.UUID]]:
+    """One job in every state, all in queue 'world', through the functions themselves; and the lease
+    token of each claimed one."""
     conn.execute("truncate jobs, job_attempts, job_results, task_types, workers cascade")
     conn.execute("select register_task_types('[{\"name\": \"listing_flyer\", \"payload_schema\": {}},"
                  " {\"name\": \"noop\", \"payload_schema\": {}}]')")
@@ -587,27 +651,31 @@ def seed(conn: psycopg.Connection) -> dict[str, uuid.UUID]:
                  " backoff_base_ms = 2000, backoff_max_jitter_ms = 1000, backoff_max_delay_ms = 3600000,"
                  " max_payload_bytes = 65536")
     ids: dict[str, uuid.UUID] = {}
+    tokens: dict[str, uuid.UUID] = {}
 
     def enqueue_and_claim(state: str, max_attempts: int = 5) -> uuid.UUID:
         job_id = one(conn, "select id from enqueue_job('listing_flyer', %s::jsonb, %s, 'world',"
                            " p_max_attempts => %s)", [Jsonb({"n": state}), f"world-{state}", max_attempts])["id"]
-        claimed = rows(conn, "select id from claim_job('w1', array['world'], %s)", [DAY_MS])
-        assert claimed == [{"id": job_id}]
+        claimed = rows(conn, "select id, lease_token from claim_job('w1', array['world'], %s)", [DAY_MS])
+        assert [r["id"] for r in claimed] == [job_id]
+        ids[state], tokens[state] = job_id, claimed[0]["lease_token"]
         return job_id
 
-    ids["processing"] = enqueue_and_claim("processing")
-    ids["succeeded"] = enqueue_and_claim("succeeded")
-    conn.execute("select mark_succeeded(%s, 'w1', 1, 'application/pdf', null, '%%PDF-1.4 world')", [ids["succeeded"]])
-    ids["failed"] = enqueue_and_claim("failed")
-    conn.execute("select mark_failed(%s, 'w1', 1, 'printer jammed', true, %s, 0)", [ids["failed"], DAY_MS])
-    ids["dead"] = enqueue_and_claim("dead", max_attempts=1)
-    conn.execute("select mark_failed(%s, 'w1', 1, 'bad payload', false)", [ids["dead"]])
+    enqueue_and_claim("processing")
+    enqueue_and_claim("succeeded")
+    conn.execute("select mark_succeeded(%s, %s, 'application/pdf', null, '%%PDF-1.4 world')",
+                 [ids["succeeded"], tokens["succeeded"]])
+    enqueue_and_claim("failed")
+    conn.execute("select mark_failed(%s, %s, 'printer jammed', true, %s, 0)", [ids["failed"], tokens["failed"], DAY_MS])
+    enqueue_and_claim("dead", max_attempts=1)
+    conn.execute("select mark_failed(%s, %s, 'bad payload', false)", [ids["dead"], tokens["dead"]])
     ids["pending"] = one(conn, "select id from enqueue_job('listing_flyer', %s::jsonb, 'world-pending', 'world')",
                          [Jsonb({"n": "pending"})])["id"]
     states = {r["id"]: r["status"] for r in rows(conn, "select id, status from jobs")}
     assert states == {job_id: state for state, job_id in ids.items()}
     assert rows(conn, "select job_id, pdf from flyers") == [{"job_id": ids["succeeded"], "pdf": b"%PDF-1.4 world"}]
-    return ids
+    assert MADE_UP not in tokens.values() and len(set(tokens.values())) == 4
+    return ids, tokens
 
 
 @pytest.fixture(scope="module")
@@ -625,15 +693,15 @@ def world_url(pg_server: str, template_db: str) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def world_state(world_url: str) -> Iterator[World]:
     with psycopg.connect(world_url, autocommit=True) as conn:
-        ids = seed(conn)
-        yield World(conn, ids, digest(conn))
+        ids, tokens = seed(conn)
+        yield World(conn, ids, tokens, digest(conn))
 
 
 @pytest.fixture
 def world(world_state: World) -> World:
     """The world as seeded: seeded again when an earlier test (a failing one) changed it."""
     if digest(world_state.conn) != world_state.digest:
-        world_state.ids = seed(world_state.conn)
+        world_state.ids, world_state.tokens = seed(world_state.conn)
         world_state.digest = digest(world_state.conn)
     return world_state
 
@@ -684,9 +752,9 @@ def test_hostile_input_cases_cover_every_function(world: World) -> None:
     ("enqueue_job", "select enqueue_job(%s::text, '{}', 'k')"),
     ("enqueue_job", "select enqueue_job('t', '{}', %s::text)"),
     ("claim_jobs", "select * from claim_jobs(%s::text, 1)"),
-    ("mark_failed", "select * from mark_failed(%s::uuid, 'w1', 1, %s::text)"),
-    ("release_job", "select * from release_job(%s::uuid, 'w1', 1, %s::text)"),
-    ("mark_succeeded", "select * from mark_succeeded(%s::uuid, 'w1', 1, %s::text, null, 'x')"),
+    ("mark_failed", "select * from mark_failed(%s::uuid, gen_random_uuid(), %s::text)"),
+    ("release_job", "select * from release_job(%s::uuid, gen_random_uuid(), %s::text)"),
+    ("mark_succeeded", "select * from mark_succeeded(%s::uuid, gen_random_uuid(), %s::text, null, 'x')"),
     ("register_worker", "select * from register_worker(%s::text, array['listing_flyer'])"),
     ("stop_worker", "select * from stop_worker(%s::text)"),
 ])
@@ -703,12 +771,12 @@ def test_hostile_input_nul_byte_from_a_client_is_refused_and_writes_nothing(
 def test_hostile_input_a_job_listed_twice_with_results_succeeds_once_with_its_first_result(
     conn: psycopg.Connection,
 ) -> None:
-    """mark_jobs_succeeded given the same (job, attempt) twice, each with its own result: one success,
+    """mark_jobs_succeeded given the same (job, token) twice, each with its own result: one success,
     one result (the first given), not a unique violation of job_results_pkey."""
     job = one(conn, "select * from enqueue_job('t', '{}', 'twice')")
-    one(conn, "select * from claim_job('w1')")
-    done = rows(conn, "select * from mark_jobs_succeeded('w1', array[%s, %s]::uuid[], '{1, 1}', '[2, 3]')",
-                [job["id"], job["id"]])
+    token = one(conn, "select * from claim_job('w1')")["lease_token"]
+    done = rows(conn, "select * from mark_jobs_succeeded(array[%s, %s]::uuid[], array[%s, %s]::uuid[], '[2, 3]')",
+                [job["id"], job["id"], token, token])
     assert [(r["id"], r["status"], r["already_recorded"]) for r in done] == [(job["id"], "succeeded", False)]
     assert rows(conn, "select value from job_results") == [{"value": 2}]
 
@@ -736,12 +804,13 @@ def test_hostile_text_round_trips_through_every_text_argument(conn: psycopg.Conn
         worker = text[:200]
         claimed = one(conn, "select * from claim_jobs(%s::text, 5, array[%s::text])", [worker, text])
         assert (claimed["id"], claimed["locked_by"]) == (job["id"], worker)
-        assert [r["job_id"] for r in rows(conn, "select * from heartbeat(%s::text, %s::uuid[])",
-                                          [worker, [job["id"]]])] == [job["id"]]
+        assert [r["job_id"] for r in rows(conn, "select * from heartbeat(%s::uuid[], %s::uuid[])",
+                                          [[job["id"]], [claimed["lease_token"]]])] == [job["id"]]
         report = one(conn, "select * from report_concurrency(%s::text)", [worker])
         assert (report["worker_id"], report["attempts_run"]) == (worker, 1)
         error = text * 200  # longer than the 10,000 characters kept
-        failed = one(conn, "select * from mark_failed(%s, %s::text, 1, %s::text, false)", [job["id"], worker, error])
+        failed = one(conn, "select * from mark_failed(%s, %s, %s::text, false)",
+                     [job["id"], claimed["lease_token"], error])
         assert failed["status"] == "dead" and failed["last_error"] == error[:10_000]
         attempt = one(conn, "select * from report_timeline(%s)", [job["id"]])
         assert attempt["error"] == error[:10_000] and attempt["worker_id"] == worker
@@ -751,8 +820,8 @@ def test_hostile_text_round_trips_through_every_text_argument(conn: psycopg.Conn
 
 def test_hostile_text_in_release_reason_is_kept_as_data(conn: psycopg.Connection) -> None:
     job = one(conn, "select * from enqueue_job('t', '{}', 'k')")
-    one(conn, "select * from claim_job('w1')")
-    released = one(conn, "select * from release_job(%s, 'w1', 1, %s::text)", [job["id"], INJECTION * 1000])
+    token = one(conn, "select * from claim_job('w1')")["lease_token"]
+    released = one(conn, "select * from release_job(%s, %s, %s::text)", [job["id"], token, INJECTION * 1000])
     assert released["status"] == "pending"
     attempt = one(conn, "select * from job_attempts where job_id = %s", [job["id"]])
     assert attempt["error"] == f"handed back by worker w1: {INJECTION * 1000}"[:10_000]

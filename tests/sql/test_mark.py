@@ -1,15 +1,18 @@
 """mark_succeeded / mark_failed / release_job / backoff_delay: transitions, backoff in SQL, late results
-ignored, and a repeated result for the same attempt answered already_recorded."""
+ignored, a result presented with another attempt's lease token (or a made-up one) refused, and a
+repeated result for the same attempt (same token) answered already_recorded."""
 from __future__ import annotations
+
+import uuid
 
 import psycopg
 import pytest
 
 from pgqw import db
-from tests.helpers import enqueue, job_row, one, rows, snapshot
+from tests.helpers import enqueue, one, rows, snapshot
 
 
-def _claimed(conn: psycopg.Connection, worker: str = "w1", **kwargs) -> db.Job:
+def _claimed(conn: psycopg.Connection, worker: str = "w1", **kwargs) -> db.ClaimedJob:
     enqueue(conn, **kwargs)
     job = db.claim_job(conn, worker_id=worker)
     assert job is not None
@@ -18,7 +21,7 @@ def _claimed(conn: psycopg.Connection, worker: str = "w1", **kwargs) -> db.Job:
 
 def test_mark_succeeded_finishes_job_and_attempt(conn: psycopg.Connection) -> None:
     job = _claimed(conn)
-    done = db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1)
+    done = db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token)
     assert done.status == "succeeded"
     assert done.finished_at is not None and done.locked_by is None and done.lease_expires_at is None
     attempt = one(conn, "select * from job_attempts where job_id = %s", [job.id])
@@ -29,8 +32,8 @@ def test_mark_failed_with_attempts_left_schedules_retry_with_backoff(conn: psyco
     job = _claimed(conn)
     failed = one(
         conn,
-        "select *, run_at - now() as wait from mark_failed(%s, 'w1', 1, 'render crashed')",
-        [job.id],
+        "select *, run_at - now() as wait from mark_failed(%s, %s, 'render crashed')",
+        [job.id, job.lease_token],
     )
     assert failed["status"] == "failed"
     assert failed["last_error"] == "render crashed"
@@ -45,13 +48,13 @@ def test_mark_failed_waits_double_each_attempt(conn: psycopg.Connection) -> None
     enqueue(conn, max_attempts=5)
     waits = []
     for attempt in range(1, 5):
-        job = one(conn, "select * from claim_job('w1', p_now => now() + interval '1 day')")
+        job = one(conn, "select * from claim_jobs_at(now() + interval '1 day', 'w1', 1)")
         assert job["attempts"] == attempt
         row = one(
             conn,
-            "select status, run_at - now() as wait from mark_failed(%s, 'w1', %s, 'x',"
+            "select status, run_at - now() as wait from mark_failed(%s, %s, 'x',"
             " p_base_ms => 1000, p_max_jitter_ms => 100)",
-            [job["id"], attempt],
+            [job["id"], job["lease_token"]],
         )
         assert row["status"] == "failed"
         waits.append(row["wait"].total_seconds())
@@ -62,17 +65,18 @@ def test_mark_failed_waits_double_each_attempt(conn: psycopg.Connection) -> None
 def test_mark_failed_last_attempt_goes_dead(conn: psycopg.Connection) -> None:
     enqueue(conn, max_attempts=2)
     for attempt in (1, 2):
-        job = one(conn, "select * from claim_job('w1', p_now => now() + interval '1 day')")
-        last = one(conn, "select * from mark_failed(%s, 'w1', %s, 'still broken')", [job["id"], attempt])
+        job = one(conn, "select * from claim_jobs_at(now() + interval '1 day', 'w1', 1)")
+        assert job["attempts"] == attempt
+        last = one(conn, "select * from mark_failed(%s, %s, 'still broken')", [job["id"], job["lease_token"]])
     assert last["status"] == "dead"
     assert last["finished_at"] is not None
     assert last["attempts"] == last["max_attempts"] == 2
-    assert rows(conn, "select * from claim_job('w1', p_now => now() + interval '10 days')") == []
+    assert rows(conn, "select * from claim_jobs_at(now() + interval '10 days', 'w1', 1)") == []
 
 
 def test_mark_failed_not_retryable_goes_dead_at_once(conn: psycopg.Connection) -> None:
     job = _claimed(conn)
-    dead = db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error="bad payload", retryable=False)
+    dead = db.mark_failed(conn, job_id=job.id, lease_token=job.lease_token, error="bad payload", retryable=False)
     assert dead.status == "dead" and dead.attempts == 1 and dead.max_attempts == 5
 
 
@@ -80,16 +84,16 @@ def test_mark_failed_delay_is_capped(conn: psycopg.Connection) -> None:
     job = _claimed(conn)
     row = one(
         conn,
-        "select run_at - now() as wait from mark_failed(%s, 'w1', 1, 'x', p_base_ms => 600000,"
+        "select run_at - now() as wait from mark_failed(%s, %s, 'x', p_base_ms => 600000,"
         " p_max_delay_ms => 1500)",
-        [job.id],
+        [job.id, job.lease_token],
     )
     assert row["wait"].total_seconds() == 1.5
 
 
 def test_mark_failed_keeps_long_errors_bounded(conn: psycopg.Connection) -> None:
     job = _claimed(conn)
-    failed = db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error="e" * 50_000)
+    failed = db.mark_failed(conn, job_id=job.id, lease_token=job.lease_token, error="e" * 50_000)
     assert len(failed.last_error) == 10_000
 
 
@@ -106,40 +110,51 @@ def test_backoff_delay_table_doubles_with_jitter_bounds(conn: psycopg.Connection
 
 def test_mark_succeeded_late_result_after_sweep_changes_nothing(conn: psycopg.Connection) -> None:
     job = _claimed(conn)
-    conn.execute("select * from sweep_stuck(now() + interval '2 minutes')")
-    retaken = one(conn, "select * from claim_job('w2')")
-    assert retaken["attempts"] == 2
+    conn.execute("select * from sweep_stuck_at(now() + interval '2 minutes')")
+    retaken = _claimed_again(conn, "w2")
+    assert retaken.attempts == 2 and retaken.lease_token != job.lease_token
     before = snapshot(conn)
     with pytest.raises(psycopg.Error) as exc:
-        db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1)
+        db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token)
     assert exc.value.sqlstate == "QL409"
     assert "ignored" in exc.value.diag.message_primary
     assert "w2" in exc.value.diag.message_detail
     assert snapshot(conn) == before
     with pytest.raises(psycopg.Error) as exc:
-        db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error="late")
+        db.mark_failed(conn, job_id=job.id, lease_token=job.lease_token, error="late")
     assert exc.value.sqlstate == "QL409"
     assert snapshot(conn) == before
+
+
+def _claimed_again(conn: psycopg.Connection, worker: str) -> db.ClaimedJob:
+    job = db.claim_job(conn, worker_id=worker)
+    assert job is not None
+    return job
+
+
+UNKNOWN = "'00000000-0000-0000-0000-000000000000'"
 
 
 @pytest.mark.parametrize(
     "call, code",
     [
-        ("select mark_succeeded(null, 'w1', 1)", "QV400"),
-        ("select mark_succeeded({id}, null, 1)", "QV400"),
-        ("select mark_succeeded({id}, 'w1', null)", "QV400"),
-        ("select mark_succeeded({id}, 'w1', 0)", "QV400"),
-        ("select mark_succeeded({id}, 'w1', -1)", "QV400"),
-        ("select mark_succeeded('00000000-0000-0000-0000-000000000000', 'w1', 1)", "QN404"),
-        ("select mark_succeeded({id}, 'w2', 1)", "QL409"),
-        ("select mark_succeeded({id}, 'w1', 2)", "QL409"),
-        ("select mark_failed({id}, 'w1', 1, null)", "QV400"),
-        ("select mark_failed({id}, 'w1', 1, '  ')", "QV400"),
-        ("select mark_failed({id}, 'w1', 1, 'x', null)", "QV400"),
-        ("select mark_failed({id}, 'w1', 1, 'x', p_base_ms => -1)", "QV400"),
-        ("select mark_failed({id}, 'w1', -2, 'x')", "QV400"),
-        ("select mark_failed('00000000-0000-0000-0000-000000000000', 'w1', 1, 'x')", "QN404"),
-        ("select mark_failed({id}, 'intruder', 1, 'x')", "QL409"),
+        ("select mark_succeeded(null, {token})", "QV400"),
+        ("select mark_succeeded({id}, null)", "QV400"),
+        ("select mark_succeeded(null, null)", "QV400"),
+        (f"select mark_succeeded({UNKNOWN}, {{token}})", "QN404"),
+        ("select mark_succeeded({id}, gen_random_uuid())", "QL409"),  # a made-up token
+        ("select mark_succeeded({id}, {other_token})", "QL409"),  # another job's token
+        ("select mark_succeeded({other}, {token})", "QL409"),  # ... the other way round
+        ("select mark_failed({id}, {token}, null)", "QV400"),
+        ("select mark_failed({id}, {token}, '  ')", "QV400"),
+        ("select mark_failed({id}, {token}, 'x', null)", "QV400"),
+        ("select mark_failed({id}, {token}, 'x', p_base_ms => -1)", "QV400"),
+        ("select mark_failed({id}, null, 'x')", "QV400"),
+        (f"select mark_failed({UNKNOWN}, {{token}}, 'x')", "QN404"),
+        ("select mark_failed({id}, gen_random_uuid(), 'x')", "QL409"),
+        ("select mark_failed({id}, {other_token}, 'x', false)", "QL409"),
+        ("select release_job({id}, null)", "QV400"),
+        ("select release_job({id}, {other_token})", "QL409"),
         ("select backoff_delay(0)", "QV400"),
         ("select backoff_delay(null)", "QV400"),
         ("select backoff_delay(1, -5)", "QV400"),
@@ -148,44 +163,64 @@ def test_mark_succeeded_late_result_after_sweep_changes_nothing(conn: psycopg.Co
 )
 def test_mark_bad_input_raises_and_changes_nothing(conn: psycopg.Connection, call: str, code: str) -> None:
     job = _claimed(conn)
+    other = _claimed(conn)
     before = snapshot(conn)
     with pytest.raises(psycopg.Error) as exc:
-        conn.execute(call.format(id=f"'{job.id}'"))
+        conn.execute(call.format(id=f"'{job.id}'", token=f"'{job.lease_token}'::uuid", other=f"'{other.id}'",
+                                 other_token=f"'{other.lease_token}'::uuid"))
     assert exc.value.sqlstate == code
     assert exc.value.diag.message_primary
     assert snapshot(conn) == before
 
 
-def test_mark_succeeded_repeated_for_the_same_attempt_answers_already_recorded(conn: psycopg.Connection) -> None:
+@pytest.mark.parametrize("call", [
+    "select mark_succeeded({id}, 'w1', 1)",
+    "select mark_failed({id}, 'w1', 1, 'x')",
+    "select release_job({id}, 'w1', 1, 'x')",
+    "select claim_job('w1', null, null, now())",
+    "select sweep_stuck(now())",
+])
+def test_mark_the_old_worker_and_attempt_forms_are_gone(conn: psycopg.Connection, call: str) -> None:
+    """A worker id and an attempt number no longer speak for an attempt, and a role's claim or sweep
+    takes no time: those calls match no function (42883)."""
+    job = _claimed(conn)
+    before = snapshot(conn)
+    with pytest.raises(psycopg.Error) as exc:
+        conn.execute(call.format(id=f"'{job.id}'"))
+    assert exc.value.sqlstate == "42883"
+    assert snapshot(conn) == before
+
+
+def test_mark_succeeded_repeated_with_the_same_token_answers_already_recorded(conn: psycopg.Connection) -> None:
     # A retry after a lost reply: the first call committed, the second is answered, not refused.
     job = _claimed(conn)
-    first = db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1)
+    first = db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token)
     assert (first.status, first.already_recorded) == ("succeeded", False)
     before = snapshot(conn)
-    again = db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1)
+    again = db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token)
     assert (again.status, again.attempts, again.already_recorded) == ("succeeded", 1, True)
     assert again.finished_at == first.finished_at
     assert snapshot(conn) == before
 
 
-@pytest.mark.parametrize("worker, attempt", [("w2", 1), ("w1", 2)])
-def test_mark_succeeded_on_a_job_another_attempt_finished_raises_ql409(
-        conn: psycopg.Connection, worker: str, attempt: int) -> None:
+@pytest.mark.parametrize("token", ["made-up", "other job's"])
+def test_mark_succeeded_on_a_job_another_token_finished_raises_ql409(conn: psycopg.Connection, token: str) -> None:
     job = _claimed(conn)
-    db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1)
+    other = _claimed(conn)
+    db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token)
     before = snapshot(conn)
     with pytest.raises(psycopg.Error) as exc:
-        db.mark_succeeded(conn, job_id=job.id, worker_id=worker, attempt=attempt)
+        db.mark_succeeded(conn, job_id=job.id, lease_token=uuid.uuid4() if token == "made-up" else other.lease_token)
     assert exc.value.sqlstate == "QL409"
     assert snapshot(conn) == before
 
 
 def test_mark_succeeded_after_the_attempt_failed_raises_ql409(conn: psycopg.Connection) -> None:
     job = _claimed(conn)
-    db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error="boom", base_ms=60_000)
+    db.mark_failed(conn, job_id=job.id, lease_token=job.lease_token, error="boom", base_ms=60_000)
     before = snapshot(conn)
     with pytest.raises(psycopg.Error) as exc:
-        db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1)
+        db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token)
     assert exc.value.sqlstate == "QL409"
     assert snapshot(conn) == before
 
@@ -195,10 +230,10 @@ def test_mark_failed_repeated_with_the_same_error_answers_already_recorded(
         conn: psycopg.Connection, retryable: bool, status: str) -> None:
     job = _claimed(conn)
     error = "render crashed " + "x" * 20_000  # longer than what is kept: the function compares its own cut
-    first = db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error=error, retryable=retryable)
+    first = db.mark_failed(conn, job_id=job.id, lease_token=job.lease_token, error=error, retryable=retryable)
     assert (first.status, first.already_recorded) == (status, False)
     before = snapshot(conn)
-    again = db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error=error, retryable=retryable)
+    again = db.mark_failed(conn, job_id=job.id, lease_token=job.lease_token, error=error, retryable=retryable)
     assert (again.status, again.run_at, again.already_recorded) == (status, first.run_at, True)
     assert snapshot(conn) == before
 
@@ -206,71 +241,89 @@ def test_mark_failed_repeated_with_the_same_error_answers_already_recorded(
 def test_mark_failed_repeated_after_the_retry_was_claimed_answers_already_recorded(
         conn: psycopg.Connection) -> None:
     job = _claimed(conn)
-    db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error="boom", base_ms=0, max_jitter_ms=0)
-    retaken = db.claim_job(conn, worker_id="w2")
-    assert retaken is not None and retaken.attempts == 2
+    db.mark_failed(conn, job_id=job.id, lease_token=job.lease_token, error="boom", base_ms=0, max_jitter_ms=0)
+    retaken = _claimed_again(conn, "w2")
+    assert retaken.id == job.id and retaken.attempts == 2
     before = snapshot(conn)
-    again = db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error="boom")
+    again = db.mark_failed(conn, job_id=job.id, lease_token=job.lease_token, error="boom")
     # The answer is the job as it is now: attempt 2, held by w2.
     assert (again.already_recorded, again.status, again.attempts, again.locked_by) == (True, "processing", 2, "w2")
     assert snapshot(conn) == before
-
-
-@pytest.mark.parametrize("worker, error", [("w1", "another error"), ("w2", "boom")])
-def test_mark_failed_repeated_with_another_error_or_worker_raises_ql409(
-        conn: psycopg.Connection, worker: str, error: str) -> None:
-    job = _claimed(conn)
-    db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error="boom")
-    before = snapshot(conn)
+    # The first attempt's token does not speak for the second.
     with pytest.raises(psycopg.Error) as exc:
-        db.mark_failed(conn, job_id=job.id, worker_id=worker, attempt=1, error=error)
+        db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token)
+    assert exc.value.sqlstate == "QL409"
+    assert snapshot(conn) == before
+
+
+@pytest.mark.parametrize("token, error", [("same", "another error"), ("made-up", "boom"), ("other job's", "boom")])
+def test_mark_failed_repeated_with_another_error_or_token_raises_ql409(
+        conn: psycopg.Connection, token: str, error: str) -> None:
+    job = _claimed(conn)
+    other = _claimed(conn)
+    db.mark_failed(conn, job_id=job.id, lease_token=job.lease_token, error="boom")
+    before = snapshot(conn)
+    presented = {"same": job.lease_token, "made-up": uuid.uuid4(), "other job's": other.lease_token}[token]
+    with pytest.raises(psycopg.Error) as exc:
+        db.mark_failed(conn, job_id=job.id, lease_token=presented, error=error)
     assert exc.value.sqlstate == "QL409"
     assert snapshot(conn) == before
 
 
 def test_mark_failed_after_the_attempt_succeeded_raises_ql409(conn: psycopg.Connection) -> None:
     job = _claimed(conn)
-    db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1)
+    db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token)
     with pytest.raises(psycopg.Error) as exc:
-        db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error="boom")
+        db.mark_failed(conn, job_id=job.id, lease_token=job.lease_token, error="boom")
     assert exc.value.sqlstate == "QL409"
 
 
 def test_release_job_repeated_answers_already_recorded(conn: psycopg.Connection) -> None:
     job = _claimed(conn)
-    first = db.release_job(conn, job_id=job.id, worker_id="w1", attempt=1, reason="stopping")
+    first = db.release_job(conn, job_id=job.id, lease_token=job.lease_token, reason="stopping")
     assert (first.status, first.max_attempts, first.already_recorded) == ("pending", 6, False)
     before = snapshot(conn)
-    again = db.release_job(conn, job_id=job.id, worker_id="w1", attempt=1, reason="stopping")
+    again = db.release_job(conn, job_id=job.id, lease_token=job.lease_token, reason="stopping")
     assert (again.status, again.max_attempts, again.already_recorded) == ("pending", 6, True)  # not 7
     assert snapshot(conn) == before
 
 
-def test_release_job_after_a_sweep_or_by_another_worker_raises_ql409(conn: psycopg.Connection) -> None:
+def test_release_job_after_a_sweep_or_with_another_token_raises_ql409(conn: psycopg.Connection) -> None:
     job = _claimed(conn)
-    conn.execute("select * from sweep_stuck(now() + interval '2 minutes')")  # abandoned, but not handed back
+    enqueue(conn)
+    other = db.claim_job(conn, worker_id="w2", lease_ms=600_000)  # not swept: its token is live
+    assert other is not None
+    conn.execute("select * from sweep_stuck_at(now() + interval '2 minutes')")  # abandoned, but not handed back
     before = snapshot(conn)
-    for worker in ("w1", "w2"):
+    for token in (job.lease_token, uuid.uuid4(), other.lease_token):
         with pytest.raises(psycopg.Error) as exc:
-            db.release_job(conn, job_id=job.id, worker_id=worker, attempt=1, reason="stopping")
+            db.release_job(conn, job_id=job.id, lease_token=token, reason="stopping")
         assert exc.value.sqlstate == "QL409"
     assert snapshot(conn) == before
 
 
 def test_mark_succeeded_after_a_hand_back_raises_ql409(conn: psycopg.Connection) -> None:
     job = _claimed(conn)
-    db.release_job(conn, job_id=job.id, worker_id="w1", attempt=1, reason="stopping")
+    db.release_job(conn, job_id=job.id, lease_token=job.lease_token, reason="stopping")
     with pytest.raises(psycopg.Error) as exc:
-        db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1)
+        db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token)
     assert exc.value.sqlstate == "QL409"
 
 
 @pytest.mark.parametrize("call", [
-    "select * from mark_succeeded('00000000-0000-0000-0000-000000000000', 'w1', 1)",
-    "select * from mark_failed('00000000-0000-0000-0000-000000000000', 'w1', 1, 'x')",
-    "select * from release_job('00000000-0000-0000-0000-000000000000', 'w1', 1)",
+    "select * from mark_succeeded('00000000-0000-0000-0000-000000000000', gen_random_uuid())",
+    "select * from mark_failed('00000000-0000-0000-0000-000000000000', gen_random_uuid(), 'x')",
+    "select * from release_job('00000000-0000-0000-0000-000000000000', gen_random_uuid())",
 ])
 def test_mark_unknown_job_still_raises_qn404(conn: psycopg.Connection, call: str) -> None:
     with pytest.raises(psycopg.Error) as exc:
         conn.execute(call)
+    assert exc.value.sqlstate == "QN404"
+
+
+def test_mark_unknown_job_with_a_real_token_raises_qn404(conn: psycopg.Connection) -> None:
+    """A real token with a job id it was not issued for: no such job is QN404, whatever the token."""
+    job = _claimed(conn)
+    with pytest.raises(psycopg.Error) as exc:
+        db.mark_succeeded(conn, job_id=uuid.UUID(int=0), lease_token=job.lease_token)
     assert exc.value.sqlstate == "QN404"

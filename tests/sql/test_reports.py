@@ -15,7 +15,8 @@ def _attempt(conn: psycopg.Connection, job_id, n: int, worker: str, start: float
     t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
     conn.execute(
         "insert into job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome, error,"
-        " abandon_reason) values (%s, %s, %s, %s, %s, %s, %s, %s)",
+        " abandon_reason, lease_token_hash)"
+        " values (%s, %s, %s, %s, %s, %s, %s, %s, sha256(uuid_send(gen_random_uuid())))",
         [job_id, n, worker, t0 + timedelta(seconds=start),
          None if end is None else t0 + timedelta(seconds=end), outcome,
          None if outcome in (None, "succeeded") else "x",
@@ -30,10 +31,11 @@ def _stat(stats: list[db.Stat], metric: str, label: str | None, queue: str | Non
 def test_queue_stats_counts_jobs_attempts_and_events(conn: psycopg.Connection) -> None:
     a, b = enqueue(conn), enqueue(conn, queue="emails")
     enqueue(conn)
-    db.claim_job(conn, worker_id="w1", queues=["default"])
-    db.mark_succeeded(conn, job_id=a.id, worker_id="w1", attempt=1)
+    claimed = db.claim_job(conn, worker_id="w1", queues=["default"])
+    assert claimed is not None and claimed.id == a.id
+    db.mark_succeeded(conn, job_id=a.id, lease_token=claimed.lease_token)
     db.claim_job(conn, worker_id="w1", queues=["emails"], lease_ms=1)
-    conn.execute("select * from sweep_stuck(now() + interval '1 second')")
+    conn.execute("select * from sweep_stuck_at(now() + interval '1 second')")
     stats = db.queue_stats(conn)
     assert _stat(stats, "jobs", "succeeded", "default") == 1
     assert _stat(stats, "jobs", "pending", "default") == 1

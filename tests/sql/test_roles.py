@@ -18,8 +18,8 @@ from psycopg.conninfo import make_conninfo
 from pgqw import db
 from tests.lab import queries
 from pgqw.migrate import function_files
-from tests.api import states
 from tests.helpers import LISTING, job_row, one, rows
+from tests.sql import queue_state as states
 from tests.sql.queue_state import snapshot
 
 ROLES = ("pgqw_api", "pgqw_worker", "pgqw_admin")
@@ -29,10 +29,12 @@ TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFEREN
 
 # The functions that change state run as their owner (security definer).
 STATE_CHANGING = (
-    "enqueue_job", "enqueue_jobs", "claim_job", "claim_jobs", "mark_succeeded", "mark_jobs_succeeded",
-    "mark_failed", "heartbeat", "sweep_stuck", "release_job", "retry_dead", "register_task_types",
-    "register_worker", "stop_worker",
+    "enqueue_job", "enqueue_jobs", "claim_job", "claim_jobs", "claim_jobs_at", "mark_succeeded",
+    "mark_jobs_succeeded", "mark_failed", "heartbeat", "sweep_stuck", "sweep_stuck_at", "release_job", "retry_dead",
+    "register_task_types", "register_worker", "stop_worker",
 )
+# The owner's clock: claims and sweeps as of a time given. No role may execute them.
+OWNER_ONLY = {"raise_job_not_held", "claim_jobs_at", "sweep_stuck_at"}
 # The others run with the caller's rights: the reports need SELECT on what they read.
 INVOKER = ("backoff_delay", "raise_job_not_held", "queue_stats", "report_concurrency",
            "report_double_runs", "report_latest_jobs", "report_timeline")
@@ -43,7 +45,7 @@ EXECUTE = {
     "pgqw_worker": {"claim_job", "claim_jobs", "heartbeat", "mark_succeeded", "mark_jobs_succeeded",
                     "mark_failed", "release_job", "sweep_stuck", "register_task_types", "register_worker",
                     "stop_worker"},
-    "pgqw_admin": set(STATE_CHANGING) | set(INVOKER) - {"raise_job_not_held"},
+    "pgqw_admin": (set(STATE_CHANGING) | set(INVOKER)) - OWNER_ONLY,
 }
 GRANTED = {
     "pgqw_api": {(t, "SELECT") for t in ("jobs", "job_attempts", "job_results", "flyers", "task_types",
@@ -66,17 +68,19 @@ CALLS = {
     "queue_stats": "select * from queue_stats()",
     "claim_job": "select * from claim_job('w-refused')",
     "claim_jobs": "select * from claim_jobs('w-refused', 10)",
-    "heartbeat": "select * from heartbeat('w-refused', array[gen_random_uuid()])",
-    "mark_succeeded": "select * from mark_succeeded(gen_random_uuid(), 'w-refused', 1)",
-    "mark_jobs_succeeded": "select * from mark_jobs_succeeded('w-refused', array[gen_random_uuid()], array[1])",
-    "mark_failed": "select * from mark_failed(gen_random_uuid(), 'w-refused', 1, 'boom')",
-    "release_job": "select * from release_job(gen_random_uuid(), 'w-refused', 1)",
+    "claim_jobs_at": "select * from claim_jobs_at(now() + interval '1 day', 'w-refused', 10)",
+    "heartbeat": "select * from heartbeat(array[gen_random_uuid()], array[gen_random_uuid()])",
+    "mark_succeeded": "select * from mark_succeeded(gen_random_uuid(), gen_random_uuid())",
+    "mark_jobs_succeeded": "select * from mark_jobs_succeeded(array[gen_random_uuid()], array[gen_random_uuid()])",
+    "mark_failed": "select * from mark_failed(gen_random_uuid(), gen_random_uuid(), 'boom')",
+    "release_job": "select * from release_job(gen_random_uuid(), gen_random_uuid())",
     "sweep_stuck": "select * from sweep_stuck()",
+    "sweep_stuck_at": "select * from sweep_stuck_at(now() + interval '1 day')",
     "register_task_types": "select * from register_task_types('[{\"name\": \"t-refused\", \"payload_schema\": {}}]')",
     "register_worker": "select * from register_worker('w-refused', array['t'])",
     "stop_worker": "select * from stop_worker('w-refused')",
     "backoff_delay": "select backoff_delay(1)",
-    "raise_job_not_held": "select raise_job_not_held(gen_random_uuid(), 'w-refused', 1)",
+    "raise_job_not_held": "select raise_job_not_held(gen_random_uuid(), 1)",
     "report_timeline": "select * from report_timeline(gen_random_uuid())",
     "report_concurrency": "select * from report_concurrency('w')",
     "report_double_runs": "select * from report_double_runs('w')",
@@ -309,14 +313,14 @@ def test_worker_role_registers_claims_heartbeats_marks_with_results_releases_swe
     # The lease it was granted comes back with the claim: no table read needed.
     assert job.lease_expires_at - job.started_at == timedelta(minutes=1)
     assert db.claim_job(worker, worker_id="w1", queues=[q], task_types=["listing_flyer"]) is None
-    leases = db.heartbeat(worker, worker_id="w1", job_ids=[job.id], lease_ms=600_000)
+    leases = db.heartbeat(worker, leases=[(job.id, job.lease_token)], lease_ms=600_000)
     assert [lease.job_id for lease in leases] == [job.id]
     assert leases[0].lease_expires_at > job.lease_expires_at
-    done = db.mark_succeeded(worker, job_id=job.id, worker_id="w1", attempt=1,
+    done = db.mark_succeeded(worker, job_id=job.id, lease_token=job.lease_token,
                              result=("application/pdf", None, states.PDF))
     assert (done.status, done.already_recorded) == ("succeeded", False)
     # A lost reply, asked again: answered from the function, not from a table read.
-    again = db.mark_succeeded(worker, job_id=job.id, worker_id="w1", attempt=1,
+    again = db.mark_succeeded(worker, job_id=job.id, lease_token=job.lease_token,
                               result=("application/pdf", None, states.PDF))
     assert (again.status, again.already_recorded) == ("succeeded", True)
     assert db.get_flyer(conn, job_id=job.id) == states.PDF
@@ -326,7 +330,7 @@ def test_worker_role_registers_claims_heartbeats_marks_with_results_releases_swe
     batch = db.claim_jobs(worker, worker_id="w1", limit=5, queues=[q])
     assert len(batch) == 2
     assert {j.lease_expires_at - j.started_at for j in batch} == {timedelta(minutes=2)}
-    done_batch = db.mark_jobs_succeeded(worker, worker_id="w1", done=[(j.id, j.attempts) for j in batch],
+    done_batch = db.mark_jobs_succeeded(worker, done=[(j.id, j.lease_token) for j in batch],
                                         results=[{"n": 1}, None])
     assert sorted(j.id for j in done_batch) == sorted(j.id for j in batch)
     assert [r["value"] for r in rows(conn, "select value from job_results where job_id = any(%s)",
@@ -336,7 +340,7 @@ def test_worker_role_registers_claims_heartbeats_marks_with_results_releases_swe
     q = queue_of(1)
     job = db.claim_job(worker, worker_id="w1", queues=[q])
     assert job is not None
-    failed = db.mark_failed(worker, job_id=job.id, worker_id="w1", attempt=1, error="renderer timed out",
+    failed = db.mark_failed(worker, job_id=job.id, lease_token=job.lease_token, error="renderer timed out",
                             base_ms=3_600_000, max_jitter_ms=0)
     assert failed.status == "failed" and failed.run_at > datetime.now(timezone.utc) + timedelta(minutes=50)
 
@@ -344,13 +348,13 @@ def test_worker_role_registers_claims_heartbeats_marks_with_results_releases_swe
     q = queue_of(1)
     job = db.claim_job(worker, worker_id="w1", queues=[q])
     assert job is not None
-    assert db.release_job(worker, job_id=job.id, worker_id="w1", attempt=1, reason="stopping").status == "pending"
+    assert db.release_job(worker, job_id=job.id, lease_token=job.lease_token, reason="stopping").status == "pending"
 
-    # a stuck job swept (seen from a minute later, so its 1 ms lease has expired: no waiting)
-    q = queue_of(1)
-    job = db.claim_job(worker, worker_id="w-gone", queues=[q], lease_ms=1)
-    assert job is not None
-    swept = db.sweep_stuck(worker, now=job.started_at + timedelta(minutes=1))
+    # a stuck job swept, by the server's clock: a worker that is gone claimed it an hour ago (the
+    # owner's claim_jobs_at sets the time), so its lease has expired with no waiting
+    q = queue_of(1, run_at=datetime.now(timezone.utc) - timedelta(hours=2))
+    job = db.ClaimedJob(**one(conn, "select * from claim_jobs_at(now() - interval '1 hour', 'w-gone', 1, %s)", [[q]]))
+    swept = db.sweep_stuck(worker)
     assert [(s.job_id, s.status) for s in swept] == [(job.id, "pending")]
     after = job_row(conn, job.id)
     assert after["status"] == "pending" and after["locked_by"] is None
@@ -390,7 +394,7 @@ def test_admin_role_reports_changes_settings_and_repairs(conn: psycopg.Connectio
     assert retried.max_attempts == dead.max_attempts + 2  # the setting it just changed
     claimed = db.claim_job(admin, worker_id="w-admin", queues=[dead.queue])
     assert claimed is not None and claimed.lease_expires_at - claimed.started_at == timedelta(seconds=30)
-    assert db.mark_succeeded(admin, job_id=dead.id, worker_id="w-admin", attempt=3).status == "succeeded"
+    assert db.mark_succeeded(admin, job_id=dead.id, lease_token=claimed.lease_token).status == "succeeded"
     made = db.enqueue_job(admin, type="listing_flyer", payload=dict(LISTING), idempotency_key="admin-1")
     assert made.created
     assert db.sweep_stuck(admin) == []
@@ -487,15 +491,15 @@ def test_definer_functions_ignore_functions_in_a_schema_first_on_the_callers_pat
     conn.execute("create schema hostile authorization pgqw_worker")
     worker = as_role("pgqw_worker")
     worker.execute(
-        "create function hostile.claim_jobs(p_worker_id text, p_limit integer, p_queues text[],"
-        " p_lease_ms integer, p_now timestamptz, p_task_types text[]) returns setof public.jobs language plpgsql as"
-        " $$ begin raise exception using errcode = 'HJ001', message = 'hijacked claim_jobs'; end $$")
+        "create function hostile.claim_jobs_at(p_now timestamptz, p_worker_id text, p_limit integer,"
+        " p_queues text[], p_lease_ms integer, p_task_types text[]) returns setof public.jobs language plpgsql as"
+        " $$ begin raise exception using errcode = 'HJ001', message = 'hijacked claim_jobs_at'; end $$")
     worker.execute(
         "create function hostile.backoff_delay(p_attempt integer, p_base_ms integer, p_max_jitter_ms integer,"
         " p_max_delay_ms integer, p_jitter double precision) returns interval language sql"
         " as $$ select interval '0' $$")
     worker.execute(
-        "create function hostile.raise_job_not_held(p_job_id uuid, p_worker_id text, p_attempt integer)"
+        "create function hostile.raise_job_not_held(p_job_id uuid, p_attempt integer)"
         " returns void language plpgsql as $$ begin end $$")
     # Workers read no table, so the stand-ins are made from literals.
     worker.execute("create table hostile.queue_settings as select true as id, 1 as max_attempts,"
@@ -506,20 +510,20 @@ def test_definer_functions_ignore_functions_in_a_schema_first_on_the_callers_pat
     worker.execute("set search_path = hostile, public")
     # The trap works: unqualified names in the caller's own statements find the hostile objects.
     with pytest.raises(psycopg.Error) as exc:
-        worker.execute("select * from claim_jobs('w', 1, null::text[], null::integer, now(), null::text[])")
+        worker.execute("select * from claim_jobs_at(now(), 'w', 1, null::text[], null::integer, null::text[])")
     assert exc.value.sqlstate == "HJ001"
     assert one(worker, "select backoff_delay(1, 60000, 0, 3600000, 0) as d")["d"] == timedelta(0)
     assert one(worker, "select lease_ms from task_type_settings")["lease_ms"] == 1
 
     job = states.pending(conn)
-    claimed = db.claim_job(worker, worker_id="w-h", queues=[job.queue])  # claim_job calls claim_jobs
+    claimed = db.claim_job(worker, worker_id="w-h", queues=[job.queue])  # claim_job calls claim_jobs_at
     assert claimed is not None and claimed.id == job.id
     assert claimed.lease_expires_at - claimed.started_at == timedelta(minutes=1)
     # The task type's backoff (null arguments): public.task_type_settings and public.backoff_delay.
     conn.execute("update task_types set backoff_base_ms = 60000, backoff_max_jitter_ms = 0"
                  " where name = 'listing_flyer'")
-    failed = db.mark_failed(worker, job_id=job.id, worker_id="w-h", attempt=1, error="boom")
+    failed = db.mark_failed(worker, job_id=job.id, lease_token=claimed.lease_token, error="boom")
     assert failed.run_at - datetime.now(timezone.utc) > timedelta(seconds=50)
     with pytest.raises(psycopg.Error) as exc:
-        db.mark_succeeded(worker, job_id=job.id, worker_id="w-h", attempt=1)
+        db.mark_succeeded(worker, job_id=job.id, lease_token=claimed.lease_token)
     assert exc.value.sqlstate == "QL409"  # public.raise_job_not_held explained and raised

@@ -3,9 +3,11 @@
 Random interleavings of enqueue (one, a batch, a reused key), claim by several workers (each on its
 own connection, of some queues and task types or all), mark_succeeded (one and in a batch, with a
 JSON or bytes result or none), mark_failed (retryable or not, backoff now or later), heartbeat,
-release_job, a virtual clock moving on, sweep_stuck and retry_dead, plus late results from workers
-that no longer hold their job. After every step the database is read back and must agree with the
-model (status, attempts, max_attempts, owner, lease, run_at, every attempt row, every result) and
+release_job, a virtual clock moving on, sweep_stuck and retry_dead, plus results presented with a
+lease token that does not hold the job: a stale one (its attempt swept, handed back or ended), another
+job's, or a made-up one. The model keeps every attempt's lease token, as its claim returned it.
+After every step the database is read back and must agree with the model (status, attempts,
+max_attempts, owner, lease, run_at, every attempt row and its token's SHA-256, every result) and
 keep the invariants: attempts <= max_attempts; one job_attempts row per attempt, numbered 1..n;
 status processing <=> locked_by and lease set; at most one open attempt per job, and only the current
 attempt of a processing job; a result only for a succeeded job, the one its success was given.
@@ -13,14 +15,16 @@ attempt of a processing job; a result only for a succeeded job, the one its succ
 The machine's two task types are registered with no settings of their own, so every default is
 queue_settings' (SETTINGS_ROW).
 
-The clock. claim_jobs and sweep_stuck take p_now: the model passes its virtual clock, which starts
-12 hours ahead of the server's clock and moves on in whole hours, so leases given by claim are exact
+The clock. The owner's claim_jobs_at and sweep_stuck_at take p_now (the test runs as the owner): the
+model passes its virtual clock, which starts 12 hours ahead of the server's clock and moves on in
+whole hours, so leases given by claim are exact
 (p_now + p_lease_ms). Values set from the server's real now() (run_at of a new, released, swept or
 retried job; the lease set by heartbeat; run_at after a backoff) are bounded by clock_timestamp()
 read just before and just after the call, checked to fall inside those bounds, and then taken as
 exact. To land a backoff or a heartbeat's lease at a virtual time, the test passes a duration of
 (virtual now - server time before the call) + k hours; any value set from real now() with a short
-duration is far behind the virtual clock, so it is ready (or expired) at once.
+duration is far behind the virtual clock, so it is ready (or expired) at once. A lease longer than a
+day is refused (QV400): a heartbeat once the virtual clock is that far ahead is expected to be.
 
 Two tests use the machine: a random run, and a fixed story that takes every path once (hypothesis
 turns rules off per example, so a random run is not sure to reach, say, a claim of a failed job).
@@ -35,6 +39,7 @@ flaky when it is shrunk; the failure it first found is still reported.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import uuid
@@ -58,6 +63,7 @@ STEPS = int(os.environ.get("PGQW_HYPOTHESIS_STEPS", "50"))
 
 HOUR = timedelta(hours=1)
 HOUR_MS = 3_600_000
+DAY_MS = 86_400_000  # the longest lease a claim or a heartbeat grants
 AHEAD = timedelta(hours=12)  # the virtual clock's lead on the server's clock at the start
 MAX_VIRTUAL_SPAN = timedelta(days=20)  # keeps every duration passed as p_*_ms inside an integer
 WORKERS = ("w1", "w2", "w3")
@@ -95,7 +101,11 @@ TASK_TYPE_FILTERS = st.sampled_from([None, None, ["listing_flyer"], ["email"], [
 
 @dataclass(frozen=True)
 class Target:
-    """Whom a worker's result is about: how is 'holder', 'near-miss', 'stale' or 'unknown' (no such job)."""
+    """Which (job, lease token) a result is presented with, from the connection of `worker`: how is
+    'holder' (a held job with its token), 'near-miss' (a held job with another job's token, shift 0; a
+    made-up one, shift 1; the job's previous attempt's, shift -1), 'stale' (any job with one of its own
+    attempts' tokens: the last one, shift 0; an earlier one, -1; a made-up one, 1) or 'unknown' (no
+    such job, with a real token)."""
 
     pick: int
     how: str
@@ -140,6 +150,7 @@ class Instant:
 class ModelAttempt:
     worker: str
     started_at: datetime
+    token: uuid.UUID
     outcome: str | None = None
     reason: str | None = None
     error: str | None = None  # exact text when the model knows it
@@ -167,8 +178,13 @@ class ModelJob:
     history: list[ModelAttempt] = field(default_factory=list)
     result: tuple[str, Any, bytes | None] | None = None  # (content type, JSON value, bytes) once succeeded
 
-    def holds(self, worker: str, attempt: int) -> bool:
-        return self.status == "processing" and self.locked_by == worker and self.attempts == attempt
+    def holds(self, token: uuid.UUID) -> bool:
+        """The token is this job's current attempt's, and that attempt is open."""
+        return (self.status == "processing" and bool(self.history) and self.history[-1].token == token
+                and self.history[-1].outcome is None)
+
+    def attempt_of(self, token: uuid.UUID) -> ModelAttempt | None:
+        return next((a for a in self.history if a.token == token), None)
 
 
 def _clock(conn: psycopg.Connection) -> datetime:
@@ -228,34 +244,50 @@ class QueueMachine(RuleBasedStateMachine):
     def _processing(self) -> list[ModelJob]:
         return [self.jobs[i] for i in self.order if self.jobs[i].status == "processing"]
 
-    def _target(self, whom: Target) -> tuple[ModelJob | None, str, int]:
-        """The job, worker and attempt a result is reported for: the holder's; a near miss on a held job
-        (another worker, or the holder with another attempt number); any job's with a worker and attempt
-        that may well be stale; or no job at all (None)."""
+    def _tokens(self) -> list[tuple[uuid.UUID, uuid.UUID]]:
+        """(job id, token) of every attempt so far, in the order they were made."""
+        return [(i, a.token) for i in self.order for a in self.jobs[i].history]
+
+    def _token_for(self, job: ModelJob, shift: int, pick: int) -> uuid.UUID:
+        """One of the job's own attempts' tokens (the last, shift 0; the one before, -1), or a made-up one."""
+        if shift == 1 or not job.history:
+            return uuid.uuid4()
+        if shift == -1:
+            return job.history[-2].token if len(job.history) >= 2 else uuid.uuid4()
+        return job.history[-1].token
+
+    def _target(self, whom: Target) -> tuple[ModelJob | None, uuid.UUID]:
+        """The job a result is presented for (None: no such job) and the lease token presented with it."""
         processing = self._processing()
         if whom.how in ("holder", "near-miss") and processing:
             job = processing[whom.pick % len(processing)]
-            holder, attempt = job.locked_by, job.attempts
-            assert holder is not None
             if whom.how == "holder":
-                return job, holder, attempt
+                return job, job.history[-1].token
             if whom.shift == 0:
-                others = [w for w in WORKERS if w != holder]
-                return job, others[WORKERS.index(whom.worker) % len(others)], attempt
-            return job, holder, attempt + whom.shift if attempt + whom.shift >= 1 else attempt + 1
+                others = [t for i, t in self._tokens() if i != job.id]
+                return job, others[whom.pick % len(others)] if others else uuid.uuid4()
+            return job, self._token_for(job, whom.shift, whom.pick)
+        tokens = self._tokens()
         if whom.how == "unknown":
-            return None, whom.worker, 1
+            return None, tokens[whom.pick % len(tokens)][1] if tokens else uuid.uuid4()
         job = self._pick(whom.pick)
-        return job, whom.worker, max(job.attempts + whom.shift, 1)
+        return job, self._token_for(job, whom.shift, whom.pick)
+
+    def _why_refused(self, job: ModelJob, token: uuid.UUID) -> None:
+        """Notes which kind of token a refusal was for."""
+        attempt = job.attempt_of(token)
+        if attempt is None:
+            owner = next((i for i, t in self._tokens() if t == token), None)
+            self._note("refused another job's token" if owner is not None else "refused a made-up token")
+        elif attempt.reason == "lease_expired":
+            self._note("refused a stale token after a sweep")
 
     @staticmethod
-    def _recorded(job: ModelJob | None, worker: str, attempt: int, outcome: str, **kw: Any) -> bool:
-        """This worker's attempt already ended this way: the function answers already_recorded
-        (a retry after a lost reply) instead of refusing."""
-        if job is None or not 1 <= attempt <= len(job.history):
-            return False
-        done = job.history[attempt - 1]
-        return (done.worker, done.outcome) == (worker, outcome) and all(
+    def _recorded(job: ModelJob | None, token: uuid.UUID, outcome: str, **kw: Any) -> bool:
+        """The token's attempt already ended this way: the function answers already_recorded (a retry
+        after a lost reply) instead of refusing."""
+        done = None if job is None else job.attempt_of(token)
+        return done is not None and done.outcome == outcome and all(
             getattr(done, name) == value for name, value in kw.items())
 
     def _expect_error(self, code: str, conn: psycopg.Connection, query: str, params: Any) -> None:
@@ -357,9 +389,9 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(worker=st.sampled_from(WORKERS), limit=st.sampled_from([1, 2, 3, 20, 20]),
           queues=st.sampled_from([None, None, ["default"], ["emails"], ["emails", "default"]]),
-          lease_hours=st.sampled_from([None, 1, 2, 4]), single=st.booleans(), types=TASK_TYPE_FILTERS)
+          lease_hours=st.sampled_from([None, 1, 2, 4]), types=TASK_TYPE_FILTERS)
     def claim(self, worker: str, limit: int, queues: list[str] | None, lease_hours: int | None,
-              single: bool, types: list[str] | None = None) -> None:
+              types: list[str] | None = None) -> None:
         """Takes exactly the ready jobs the model expects: of these queues and task types, highest
         priority, then oldest run_at, then id."""
         expected = self._ready(queues, types)[:limit]
@@ -367,12 +399,9 @@ class QueueMachine(RuleBasedStateMachine):
             self._note("claim passed over a job of another task type")
         lease_ms = None if lease_hours is None else lease_hours * HOUR_MS
         conn = self._worker(worker)
-        if limit == 1 and single:
-            got = rows(conn, "select * from claim_job(%s::text, %s::text[], %s::integer, %s::timestamptz,"
-                             " %s::text[])", [worker, queues, lease_ms, self.now, types])
-        else:
-            got = rows(conn, "select * from claim_jobs(%s::text, %s::integer, %s::text[], %s::integer,"
-                             " %s::timestamptz, %s::text[])", [worker, limit, queues, lease_ms, self.now, types])
+        # The owner's claim as of the virtual now: claim_job and claim_jobs are claim_jobs_at at now().
+        got = rows(conn, "select * from claim_jobs_at(%s::timestamptz, %s::text, %s::integer, %s::text[],"
+                         " %s::integer, %s::text[])", [self.now, worker, limit, queues, lease_ms, types])
         assert [r["id"] for r in got] == [j.id for j in expected], "claim took other jobs than the ready ones"
         lease = self.now + timedelta(milliseconds=lease_ms or SETTINGS_ROW["lease_ms"])
         for job, row in zip(expected, got):
@@ -381,30 +410,32 @@ class QueueMachine(RuleBasedStateMachine):
                 self._note("claim took a job again after a sweep, a hand-back or a retry")
             job.status, job.attempts, job.locked_by = "processing", job.attempts + 1, worker
             job.lease, job.started_at = Instant.exactly(lease), self.now
-            job.history.append(ModelAttempt(worker=worker, started_at=self.now))
+            token = row["lease_token"]
+            assert isinstance(token, uuid.UUID) and token not in {t for _, t in self._tokens()}, "a token given twice"
+            job.history.append(ModelAttempt(worker=worker, started_at=self.now, token=token))
             assert (row["attempts"], row["lease_expires_at"]) == (job.attempts, lease)
 
     # ---- results -------------------------------------------------------------------------------
 
     @precondition(lambda self: self.order)
-    @rule(whom=TARGETS, batch=st.booleans(), more=st.lists(st.tuples(PICK, st.integers(-1, 0)), max_size=3),
-          result=RESULTS, results=BATCH_RESULTS)
+    @rule(whom=TARGETS, batch=st.booleans(),
+          more=st.lists(st.tuples(PICK, st.integers(-1, 1)), max_size=3), result=RESULTS, results=BATCH_RESULTS)
     def succeed(self, whom: Target, batch: bool, more: list[tuple[int, int]],
                 result: tuple[str, Any, bytes | None] | None = None, results: list[Any] | None = None) -> None:
-        """mark_succeeded for one (job, worker, attempt) with its result; or mark_jobs_succeeded for it and
-        a few more pairs of the same worker, held or stale, with a JSON result each: only the held ones
-        change, and only they get a result (a repeated or refused success stores none)."""
-        job, worker, attempt = self._target(whom)
-        conn = self._worker(worker)
+        """mark_succeeded for one (job, token) with its result; or mark_jobs_succeeded for it and a few more
+        pairs, each job with one of its own tokens (current or stale) or a made-up one, with a JSON result
+        each: only the pairs whose token holds the job change, and only they get a result (a repeated or
+        refused success stores none)."""
+        job, token = self._target(whom)
+        conn = self._worker(whom.worker)
         if batch:
-            pairs = [(job.id if job else uuid.uuid4(), attempt)]
-            pairs += [(self._pick(p).id, max(self._pick(p).attempts + shift, 1)) for p, shift in more]
+            pairs = [(job.id if job else uuid.uuid4(), token)]
+            pairs += [(self._pick(p).id, self._token_for(self._pick(p), shift, p)) for p, shift in more]
             results = None if results is None else results[:len(pairs)]
-            expected = {i for i, a in pairs if i in self.jobs and self.jobs[i].holds(worker, a)}
-            recorded = [i for i, a in pairs if self._recorded(self.jobs.get(i), worker, a, "succeeded")]
-            got = rows(conn, "select * from mark_jobs_succeeded(%s::text, %s::uuid[], %s::integer[], %s::jsonb)",
-                       [worker, [p[0] for p in pairs], [p[1] for p in pairs],
-                        None if results is None else Jsonb(results)])
+            expected = {i for i, t in pairs if i in self.jobs and self.jobs[i].holds(t)}
+            recorded = {i for i, t in pairs if self._recorded(self.jobs.get(i), t, "succeeded")}
+            got = rows(conn, "select * from mark_jobs_succeeded(%s::uuid[], %s::uuid[], %s::jsonb)",
+                       [[p[0] for p in pairs], [p[1] for p in pairs], None if results is None else Jsonb(results)])
             assert sorted(r["id"] for r in got if not r["already_recorded"]) == sorted(expected)
             assert sorted(r["id"] for r in got if r["already_recorded"]) == sorted(recorded)
             assert all(r["status"] == "succeeded" for r in got)
@@ -415,27 +446,28 @@ class QueueMachine(RuleBasedStateMachine):
             for job_id in expected:
                 held = self.jobs[job_id]
                 # The result of the held pair's first listing that gives one (JSON null: none).
-                given = [results[n] for n, (i, a) in enumerate(pairs)
+                given = [results[n] for n, pair in enumerate(pairs)
                          if results is not None and n < len(results) and results[n] is not None
-                         and (i, a) == (job_id, held.attempts)]
+                         and pair == (job_id, held.history[-1].token)]
                 self._succeeded(held, ("application/json", given[0], None) if given else None)
                 if given:
                     self._note("mark_jobs_succeeded stored a result")
             return
-        query = "select * from mark_succeeded(%s::uuid, %s::text, %s::integer, %s::text, %s::jsonb, %s::bytea)"
+        query = "select * from mark_succeeded(%s::uuid, %s::uuid, %s::text, %s::jsonb, %s::bytea)"
         content_type, value, data = result if result is not None else (None, None, None)
-        params = [job.id if job else uuid.uuid4(), worker, attempt, content_type,
+        params = [job.id if job else uuid.uuid4(), token, content_type,
                   Jsonb(value) if content_type == "application/json" else None, data]
         if job is None:
             self._expect_error("QN404", conn, query, params)
             return
-        if self._recorded(job, worker, attempt, "succeeded"):
+        if self._recorded(job, token, "succeeded"):
             row = one(conn, query, params)
             assert (row["status"], row["already_recorded"]) == ("succeeded", True)
             self._note("mark_succeeded answered already recorded")
             return
-        if not job.holds(worker, attempt):
+        if not job.holds(token):
             self._expect_error("QL409", conn, query, params)
+            self._why_refused(job, token)
             return
         row = one(conn, query, params)
         self._note("mark_succeeded changed a job")
@@ -458,31 +490,31 @@ class QueueMachine(RuleBasedStateMachine):
               st.tuples(st.just("later"), st.integers(1, 2), st.sampled_from([0, 500]))))
     def fail(self, whom: Target, error: str, retryable: bool, backoff: tuple[str, int, int]) -> None:
         """mark_failed: failed with a backoff the model bounds, or dead (no tries left, or permanent)."""
-        job, worker, attempt = self._target(whom)
-        conn = self._worker(worker)
+        job, token = self._target(whom)
+        conn = self._worker(whom.worker)
         kind, amount, jitter_ms = backoff
         before = _clock(conn)
         if kind == "soon":
             base_ms, max_delay_ms = amount, None
         else:  # the cap lands the retry `amount` whole hours after the virtual now
             base_ms, max_delay_ms = INT_MAX, _ms(self.now - before) + amount * HOUR_MS
-        query = ("select * from mark_failed(%s::uuid, %s::text, %s::integer, %s::text, %s::boolean,"
+        query = ("select * from mark_failed(%s::uuid, %s::uuid, %s::text, %s::boolean,"
                  " %s::integer, %s::integer, %s::integer)")
-        params = [job.id if job else uuid.uuid4(), worker, attempt, error, retryable, base_ms, jitter_ms,
-                  max_delay_ms]
+        params = [job.id if job else uuid.uuid4(), token, error, retryable, base_ms, jitter_ms, max_delay_ms]
         if error.strip(" ") == "":
             self._expect_error("QV400", conn, query, params)
             return
         if job is None:
             self._expect_error("QN404", conn, query, params)
             return
-        if self._recorded(job, worker, attempt, "failed", error=error[:10_000]):
+        if self._recorded(job, token, "failed", error=error[:10_000]):
             row = one(conn, query, params)
             assert (row["id"], row["already_recorded"]) == (job.id, True)
             self._note("mark_failed answered already recorded")
             return
-        if not job.holds(worker, attempt):
+        if not job.holds(token):
             self._expect_error("QL409", conn, query, params)
+            self._why_refused(job, token)
             return
         row = one(conn, query, params)
         assert row["already_recorded"] is False
@@ -504,22 +536,24 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(whom=TARGETS, reason=REASONS)
     def release(self, whom: Target, reason: str | None) -> None:
         """A worker shutting down hands the job back: pending at once, the try not spent."""
-        job, worker, attempt = self._target(whom)
-        conn = self._worker(worker)
-        query = "select * from release_job(%s::uuid, %s::text, %s::integer, %s::text)"
+        job, token = self._target(whom)
+        conn = self._worker(whom.worker)
+        query = "select * from release_job(%s::uuid, %s::uuid, %s::text)"
         if job is None:
-            self._expect_error("QN404", conn, query, [uuid.uuid4(), worker, attempt, reason])
+            self._expect_error("QN404", conn, query, [uuid.uuid4(), token, reason])
             return
-        if self._recorded(job, worker, attempt, "abandoned", reason="handed_back"):
-            row = one(conn, query, [job.id, worker, attempt, reason])
+        if self._recorded(job, token, "abandoned", reason="handed_back"):
+            row = one(conn, query, [job.id, token, reason])
             assert (row["id"], row["already_recorded"]) == (job.id, True)
             self._note("release_job answered already recorded")
             return
-        if not job.holds(worker, attempt):
-            self._expect_error("QL409", conn, query, [job.id, worker, attempt, reason])
+        if not job.holds(token):
+            self._expect_error("QL409", conn, query, [job.id, token, reason])
+            self._why_refused(job, token)
             return
+        worker = job.history[-1].worker  # the reason names the worker whose claim the token came from
         before = _clock(conn)
-        row = one(conn, query, [job.id, worker, attempt, reason])
+        row = one(conn, query, [job.id, token, reason])
         assert row["already_recorded"] is False
         after = _clock(conn)
         self._note("release_job changed a job")
@@ -532,26 +566,36 @@ class QueueMachine(RuleBasedStateMachine):
         assert (row["status"], row["max_attempts"]) == ("pending", job.max_attempts)
 
     @precondition(lambda self: self.order)
-    @rule(worker=st.sampled_from(WORKERS), held=st.booleans(), picks=st.lists(PICK, max_size=3),
-          unknown=st.booleans(), lease_hours=st.sampled_from([None, 1, 3]))
-    def heartbeat(self, worker: str, held: bool, picks: list[int], unknown: bool, lease_hours: int | None) -> None:
-        """Extends the leases of the listed jobs this worker holds, and of no other job. held: the list
-        starts with every job the worker holds, as a live worker's heartbeat does."""
-        ids = [j.id for j in self._processing() if j.locked_by == worker] if held else []
-        ids += [self._pick(p).id for p in picks]
+    @rule(worker=st.sampled_from(WORKERS), held=st.booleans(),
+          picks=st.lists(st.tuples(PICK, st.integers(-1, 1)), max_size=3), unknown=st.booleans(),
+          lease_hours=st.sampled_from([None, 1, 3]))
+    def heartbeat(self, worker: str, held: bool, picks: list[tuple[int, int]], unknown: bool,
+                  lease_hours: int | None) -> None:
+        """Extends the leases of the listed jobs whose token still holds them, and of no other job. held:
+        the list starts with every job this worker holds, with its token, as a live worker's heartbeat does;
+        then jobs with one of their own tokens (current or stale) or a made-up one."""
+        pairs = [(j.id, j.history[-1].token) for j in self._processing() if j.locked_by == worker] if held else []
+        pairs += [(self._pick(p).id, self._token_for(self._pick(p), shift, p)) for p, shift in picks]
         if unknown:
-            ids.append(uuid.uuid4())
+            tokens = self._tokens()
+            pairs.append((uuid.uuid4(), tokens[-1][1] if tokens else uuid.uuid4()))
         conn = self._worker(worker)
         before = _clock(conn)
         # None: the settings' 60 s from the server's now, far behind the virtual clock (expired).
         lease_ms = None if lease_hours is None else _ms(self.now - before) + lease_hours * HOUR_MS
-        got = rows(conn, "select * from heartbeat(%s::text, %s::uuid[], %s::integer)", [worker, ids, lease_ms])
+        query = "select * from heartbeat(%s::uuid[], %s::uuid[], %s::integer)"
+        params = [[p[0] for p in pairs], [p[1] for p in pairs], lease_ms]
+        if lease_ms is not None and lease_ms > DAY_MS:  # the virtual clock is more than a day ahead
+            self._expect_error("QV400", conn, query, params)
+            return
+        got = rows(conn, query, params)
         after = _clock(conn)
-        expected = {i for i in ids if i in self.jobs and self.jobs[i].status == "processing"
-                    and self.jobs[i].locked_by == worker}
+        expected = {i for i, t in pairs if i in self.jobs and self.jobs[i].holds(t)}
         assert sorted(r["job_id"] for r in got) == sorted(expected)
         if expected:
             self._note("heartbeat extended a lease")
+        if any(i in self.jobs and not self.jobs[i].holds(t) for i, t in pairs):
+            self._note("heartbeat passed over a token that does not hold its job")
         duration = timedelta(milliseconds=lease_ms or SETTINGS_ROW["lease_ms"])
         for job_id in expected:
             self.jobs[job_id].lease = Instant(before + duration, after + duration)
@@ -571,7 +615,7 @@ class QueueMachine(RuleBasedStateMachine):
         stuck = sorted((j for j in self._processing() if j.lease.value < self.now),  # type: ignore[union-attr]
                        key=lambda j: (j.lease.value, j.id))  # type: ignore[union-attr]
         before = _clock(self.db)
-        got = rows(self.db, "select * from sweep_stuck(%s::timestamptz)", [self.now])
+        got = rows(self.db, "select * from sweep_stuck_at(%s::timestamptz)", [self.now])
         after = _clock(self.db)
         expected = []
         for job in stuck:
@@ -661,6 +705,8 @@ class QueueMachine(RuleBasedStateMachine):
         else:
             assert j["last_error"] == m.last_error
         for a, h in zip(attempts, m.history, strict=True):
+            # The attempt keeps only the SHA-256 of the token its claim returned.
+            assert bytes(a["lease_token_hash"]) == hashlib.sha256(h.token.bytes).digest(), a
             assert (a["worker_id"], a["started_at"], a["outcome"], a["abandon_reason"]) == (
                 h.worker, h.started_at, h.outcome, h.reason), (a, h)
             assert a["finished_at"] == (None if h.outcome is None else h.started_at), a
@@ -694,7 +740,8 @@ EVERY_PATH = (
     "enqueue_job gave back the job of a used key",
     "claim took a job again after a sweep, a hand-back or a retry",
     "claim passed over a job of another task type", "mark_succeeded stored a result",
-    "mark_jobs_succeeded stored a result",
+    "mark_jobs_succeeded stored a result", "refused a stale token after a sweep", "refused another job's token",
+    "refused a made-up token", "heartbeat passed over a token that does not hold its job",
 )
 # Paths every random run takes dozens of times (at least ~50 in every measured run of the defaults):
 # missing one means the run exercised far less than it should.
@@ -740,60 +787,69 @@ def test_state_machine_scripted_walk_takes_every_path(db_url: str) -> None:
             (m.enqueue, {"spec": _spec(), **new, "reuse": "same"}),  # A again
             (m.enqueue, {"spec": _spec(), **new, "reuse": "priority"}),  # QI409
             (m.enqueue_batch, {"specs": [_spec(priority=1, max_attempts=2)], "reuse": True, "pick": 0}),  # C, A
-            (m.claim, {"worker": "w1", "limit": 1, "queues": None, "lease_hours": 1, "single": True}),  # B
+            (m.claim, {"worker": "w1", "limit": 1, "queues": None, "lease_hours": 1}),  # B
             (m.fail, {"whom": _whom("holder"), "error": "boom", "retryable": True,
                       "backoff": ("soon", 0, 0)}),  # B dead: its one try is spent
             (m.retry_dead, {"pick": 0, "extra": None, "how": "dead"}),  # B pending, 6 tries
             (m.retry_dead, {"pick": 0, "extra": None, "how": "any"}),  # A is pending: QS409
             (m.retry_dead, {"pick": 0, "extra": None, "how": "unknown"}),  # QN404
-            (m.claim, {"worker": "w2", "limit": 20, "queues": None, "lease_hours": 1, "single": False}),  # B, C, A
+            (m.claim, {"worker": "w2", "limit": 20, "queues": None, "lease_hours": 1}),  # B, C, A
             (m.heartbeat, {"worker": "w2", "held": True, "picks": [], "unknown": True, "lease_hours": 3}),
-            (m.succeed, {"whom": _whom("near-miss", shift=1), "batch": False, "more": []}),  # QL409
-            (m.succeed, {"whom": _whom("near-miss", shift=0), "batch": True, "more": []}),  # nothing
+            (m.succeed, {"whom": _whom("near-miss", shift=1), "batch": False, "more": []}),  # made up: QL409
+            (m.succeed, {"whom": _whom("near-miss", shift=0), "batch": True, "more": []}),  # another job's: nothing
+            (m.succeed, {"whom": _whom("near-miss", shift=0), "batch": False, "more": []}),  # another job's: QL409
             (m.fail, {"whom": _whom("near-miss", shift=0), "error": "boom", "retryable": True,
                       "backoff": ("soon", 0, 0)}),  # QL409
             (m.release, {"whom": _whom("near-miss", shift=-1), "reason": None}),  # QL409
             (m.release, {"whom": _whom("near-miss", shift=0), "reason": None}),  # QL409
             (m.fail, {"whom": _whom("near-miss", shift=1), "error": "boom", "retryable": True,
                       "backoff": ("soon", 0, 0)}),  # QL409
-            (m.heartbeat, {"worker": "w1", "held": False, "picks": [0, 1, 2], "unknown": False, "lease_hours": 1}),
+            # A with a made-up token, B with its first (failed) attempt's, C with a made-up one: nothing.
+            (m.heartbeat, {"worker": "w1", "held": False, "picks": [(0, 1), (1, -1), (2, 1)], "unknown": False,
+                           "lease_hours": 1}),
             (m.succeed, {"whom": _whom("holder", pick=0), "batch": False, "more": [],
                          "result": ("application/pdf", None, b"%PDF-A")}),  # A succeeded, with its PDF
             (m.succeed, {"whom": _whom("stale", pick=0, worker="w2"), "batch": False, "more": [],
                          "result": ("application/json", {"late": True}, None)}),  # A's again: its PDF stays
-            (m.succeed, {"whom": _whom("stale", pick=0, worker="w2"), "batch": False, "more": []}),  # QL409
+            (m.succeed, {"whom": _whom("stale", pick=0, worker="w2", shift=1), "batch": False, "more": []}),  # QL409
             (m.succeed, {"whom": _whom("unknown"), "batch": False, "more": []}),  # QN404
             (m.fail, {"whom": _whom("holder", pick=0), "error": "printer jammed", "retryable": True,
                       "backoff": ("soon", 1000, 500)}),  # B failed, ready at once
             (m.fail, {"whom": _whom("holder", pick=0), "error": "   ", "retryable": True,
                       "backoff": ("soon", 0, 0)}),  # QV400
-            (m.claim, {"worker": "w3", "limit": 1, "queues": ["emails"], "lease_hours": 1, "single": False}),  # B
+            (m.claim, {"worker": "w3", "limit": 1, "queues": ["emails"], "lease_hours": 1}),  # B
             (m.release, {"whom": _whom("holder", pick=0), "reason": "shutting down"}),  # B pending
             (m.advance_clock, {"hours": 2}),
-            (m.claim, {"worker": "w1", "limit": 1, "queues": ["emails"], "lease_hours": None, "single": True}),
+            (m.claim, {"worker": "w1", "limit": 1, "queues": ["emails"], "lease_hours": None}),
             (m.advance_clock, {"hours": 2}),  # B's and C's leases run out
             (m.sweep, {}),  # both pending
             (m.enqueue, {"spec": _spec(max_attempts=1), **new}),  # D
-            (m.claim, {"worker": "w1", "limit": 20, "queues": None, "lease_hours": 1, "single": False}),  # B, C, D
+            (m.claim, {"worker": "w1", "limit": 20, "queues": None, "lease_hours": 1}),  # B, C, D
+            # B's swept attempt's token, now that the sweep handed B on: refused, B is not failed.
+            (m.fail, {"whom": _whom("stale", pick=1, shift=-1), "error": "late", "retryable": False,
+                      "backoff": ("soon", 0, 0)}),  # QL409
+            (m.release, {"whom": _whom("stale", pick=1, shift=-1), "reason": None}),  # QL409
+            (m.heartbeat, {"worker": "w2", "held": False, "picks": [(1, -1)], "unknown": False,
+                           "lease_hours": 3}),  # nothing
             (m.advance_clock, {"hours": 2}),
             (m.sweep, {}),  # B pending; C and D dead, out of tries
-            (m.claim, {"worker": "w2", "limit": 1, "queues": None, "lease_hours": 1, "single": True}),  # B
+            (m.claim, {"worker": "w2", "limit": 1, "queues": None, "lease_hours": 1}),  # B
             (m.succeed, {"whom": _whom("holder", pick=0), "batch": True, "more": [(2, 0)],
                          "results": [{"b": 1}, {"c": 1}]}),  # B with its result; C not held, none
             (m.enqueue, {"spec": _spec(), **new}),  # E
-            (m.claim, {"worker": "w3", "limit": 1, "queues": None, "lease_hours": 1, "single": True}),  # E
+            (m.claim, {"worker": "w3", "limit": 1, "queues": None, "lease_hours": 1}),  # E
             (m.advance_clock, {"hours": 1}),
             (m.sweep, {}),  # E's lease ends exactly now: not expired yet
             (m.advance_clock, {"hours": 1}),
             (m.sweep, {}),  # E pending
             (m.enqueue, {"spec": _spec(priority=2), **new, "delay_hours": 1}),  # F, ready in an hour
-            (m.claim, {"worker": "w1", "limit": 20, "queues": None, "lease_hours": 1, "single": False}),  # E
+            (m.claim, {"worker": "w1", "limit": 20, "queues": None, "lease_hours": 1}),  # E
             (m.fail, {"whom": _whom("holder"), "error": "bad payload", "retryable": False,
                       "backoff": ("soon", 0, 0)}),  # E dead at once: not retryable
             (m.advance_clock, {"hours": 1}),  # F's run_at is now: ready
-            (m.claim, {"worker": "w2", "limit": 1, "queues": None, "lease_hours": 1, "single": True,
+            (m.claim, {"worker": "w2", "limit": 1, "queues": None, "lease_hours": 1,
                        "types": ["email"]}),  # F is a listing_flyer: nothing
-            (m.claim, {"worker": "w2", "limit": 1, "queues": None, "lease_hours": 1, "single": True}),  # F
+            (m.claim, {"worker": "w2", "limit": 1, "queues": None, "lease_hours": 1}),  # F
         ]
         m.database_agrees_with_model()
         for step, arguments in story:

@@ -50,7 +50,7 @@ def new_job(conn: psycopg.Connection, type_: str = "listing_flyer", **kwargs: An
     return db.enqueue_job(conn, type=type_, payload={}, idempotency_key=f"k-{uuid.uuid4()}", **kwargs)
 
 
-def claimed(conn: psycopg.Connection, job: db.Job, worker_id: str = "w1", **kwargs: Any) -> db.Job:
+def claimed(conn: psycopg.Connection, job: db.Job, worker_id: str = "w1", **kwargs: Any) -> db.ClaimedJob:
     got = db.claim_job(conn, worker_id=worker_id, queues=[job.queue], **kwargs)
     assert got is not None and got.id == job.id
     return got
@@ -248,7 +248,7 @@ def test_heartbeat_without_a_lease_renews_the_types_lease(conn: psycopg.Connecti
     plain_job = claimed(conn, new_job(conn, "listing_flyer"))
     before = clock(conn)
     leases = {lease.job_id: lease.lease_expires_at
-              for lease in db.heartbeat(conn, worker_id="w1", job_ids=[long_job.id, plain_job.id])}
+              for lease in db.heartbeat(conn, leases=[(j.id, j.lease_token) for j in (long_job, plain_job)])}
     after = clock(conn)
     assert before + timedelta(minutes=10) <= leases[long_job.id] <= after + timedelta(minutes=10)
     assert before + timedelta(minutes=1) <= leases[plain_job.id] <= after + timedelta(minutes=1)
@@ -258,7 +258,7 @@ def test_mark_failed_backoff_is_the_calls_then_the_types_then_queue_settings(con
     def delay(type_: str, **backoff: Any) -> tuple[datetime, datetime, datetime]:
         got = claimed(conn, new_job(conn, type_, max_attempts=3))
         before = clock(conn)
-        failed = db.mark_failed(conn, job_id=got.id, worker_id="w1", attempt=1, error="boom", **backoff)
+        failed = db.mark_failed(conn, job_id=got.id, lease_token=got.lease_token, error="boom", **backoff)
         after = clock(conn)
         assert failed.status == "failed"
         return before, failed.run_at, after
@@ -375,7 +375,7 @@ def test_queue_stats_counts_ready_jobs_no_live_worker_can_take_and_live_workers(
     new_job(conn, "orphan", queue="later", run_at=datetime.now().astimezone() + timedelta(days=1))  # not ready
     dead = new_job(conn, "orphan", queue="done", max_attempts=1)
     got = claimed(conn, dead, worker_id="w-x")
-    db.mark_failed(conn, job_id=got.id, worker_id="w-x", attempt=1, error="boom")  # dead: waits for nobody
+    db.mark_failed(conn, job_id=got.id, lease_token=got.lease_token, error="boom")  # dead: waits for nobody
     running = claimed(conn, new_job(conn, "orphan", queue="running"), worker_id="w-x")  # taken already
     assert running.status == "processing"
 
@@ -393,7 +393,7 @@ def test_queue_stats_counts_ready_jobs_no_live_worker_can_take_and_live_workers(
 
 def test_mark_succeeded_stores_a_json_result_with_the_success(conn: psycopg.Connection) -> None:
     job = claimed(conn, new_job(conn, "noop"))
-    done = db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1,
+    done = db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token,
                              result=("application/json", {"rows": [1, 2], "ok": True}, None))
     assert done.status == "succeeded"
     result = db.get_result(conn, job_id=job.id)
@@ -405,10 +405,11 @@ def test_mark_succeeded_stores_a_json_result_with_the_success(conn: psycopg.Conn
 
 def test_mark_succeeded_stores_a_bytes_result_and_a_pdf_of_a_flyer_job_is_its_flyer(conn: psycopg.Connection) -> None:
     flyer_job = claimed(conn, new_job(conn, "listing_flyer"))
-    db.mark_succeeded(conn, job_id=flyer_job.id, worker_id="w1", attempt=1,
+    db.mark_succeeded(conn, job_id=flyer_job.id, lease_token=flyer_job.lease_token,
                       result=("application/pdf", None, b"%PDF-1.7"))
     other = claimed(conn, new_job(conn, "noop"))
-    db.mark_succeeded(conn, job_id=other.id, worker_id="w1", attempt=1, result=("image/png", None, b"\x89PNG\x00\xff"))
+    db.mark_succeeded(conn, job_id=other.id, lease_token=other.lease_token,
+                      result=("image/png", None, b"\x89PNG\x00\xff"))
     result = db.get_result(conn, job_id=other.id)
     assert result is not None and (result.content_type, result.value, bytes(result.data or b"")) == (
         "image/png", None, b"\x89PNG\x00\xff")
@@ -418,7 +419,7 @@ def test_mark_succeeded_stores_a_bytes_result_and_a_pdf_of_a_flyer_job_is_its_fl
 
 def test_mark_succeeded_without_a_result_stores_none(conn: psycopg.Connection) -> None:
     job = claimed(conn, new_job(conn, "noop"))
-    assert db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1).status == "succeeded"
+    assert db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token).status == "succeeded"
     assert db.get_result(conn, job_id=job.id) is None
 
 
@@ -438,7 +439,7 @@ def test_mark_succeeded_refuses_a_malformed_result_with_qv400_and_changes_nothin
     job = claimed(conn, new_job(conn, "noop"))
     before = snapshot(conn)
     with pytest.raises(psycopg.Error) as exc:
-        conn.execute(f"select * from mark_succeeded(%s, 'w1', 1, {result_sql})", [job.id])
+        conn.execute(f"select * from mark_succeeded(%s, %s, {result_sql})", [job.id, job.lease_token])
     assert exc.value.sqlstate == "QV400"
     assert snapshot(conn) == before
     assert job_row(conn, job.id)["status"] == "processing"
@@ -446,35 +447,36 @@ def test_mark_succeeded_refuses_a_malformed_result_with_qv400_and_changes_nothin
 
 def test_mark_succeeded_refused_with_ql409_stores_no_result(conn: psycopg.Connection) -> None:
     job = claimed(conn, new_job(conn, "noop"))
+    other = claimed(conn, new_job(conn, "noop"), worker_id="w2")
     before = snapshot(conn)
-    for worker_id, attempt in (("w2", 1), ("w1", 2)):
+    for token in (uuid.uuid4(), other.lease_token):  # a made-up token, another job's
         with pytest.raises(psycopg.Error) as exc:
-            db.mark_succeeded(conn, job_id=job.id, worker_id=worker_id, attempt=attempt,
+            db.mark_succeeded(conn, job_id=job.id, lease_token=token,
                               result=("application/json", {"forged": True}, None))
         assert exc.value.sqlstate == "QL409"
     assert snapshot(conn) == before
     # Swept and retaken by another worker: the first one's late success is refused, and stores nothing.
-    db.sweep_stuck(conn, now=job.lease_expires_at + timedelta(seconds=1))
+    db.sweep_stuck_at(conn, now=job.lease_expires_at + timedelta(seconds=1))
     claimed(conn, job, worker_id="w2")
     with pytest.raises(psycopg.Error) as exc:
-        db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1, result=("application/json", "late", None))
+        db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token, result=("application/json", "late", None))
     assert exc.value.sqlstate == "QL409"
     assert db.get_result(conn, job_id=job.id) is None
 
 
 def test_mark_succeeded_again_after_a_lost_reply_keeps_the_first_result(conn: psycopg.Connection) -> None:
     job = claimed(conn, new_job(conn, "noop"))
-    db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1, result=("application/json", 1, None))
+    db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token, result=("application/json", 1, None))
     before = snapshot(conn)
-    again = db.mark_succeeded(conn, job_id=job.id, worker_id="w1", attempt=1, result=("application/json", 2, None))
+    again = db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token, result=("application/json", 2, None))
     assert again.already_recorded is True
     assert snapshot(conn) == before
 
 
 def test_mark_jobs_succeeded_stores_json_results_per_job(conn: psycopg.Connection) -> None:
     jobs = [claimed(conn, new_job(conn, "noop")) for _ in range(4)]
-    stale = claimed(conn, new_job(conn, "noop"), worker_id="w2")  # not w1's: no success, no result
-    done = db.mark_jobs_succeeded(conn, worker_id="w1", done=[(j.id, 1) for j in jobs] + [(stale.id, 1)],
+    stale = claimed(conn, new_job(conn, "noop"), worker_id="w2")  # presented with a made-up token: no result
+    done = db.mark_jobs_succeeded(conn, done=[(j.id, j.lease_token) for j in jobs] + [(stale.id, uuid.uuid4())],
                                   results=[{"n": 0}, None, [1, "two"], "text", {"forged": True}])
     assert sorted(j.id for j in done) == sorted(j.id for j in jobs)
     stored = {r["job_id"]: (r["content_type"], r["value"]) for r in rows(conn, "select * from job_results")}
@@ -483,8 +485,8 @@ def test_mark_jobs_succeeded_stores_json_results_per_job(conn: psycopg.Connectio
 
     # Fewer results than jobs: the ones left out have none.
     more = [claimed(conn, new_job(conn, "noop")) for _ in range(2)]
-    conn.execute("select * from mark_jobs_succeeded('w1', %s::uuid[], '{1, 1}', '[{\"only\": \"first\"}]')",
-                 [[j.id for j in more]])
+    conn.execute("select * from mark_jobs_succeeded(%s::uuid[], %s::uuid[], '[{\"only\": \"first\"}]')",
+                 [[j.id for j in more], [j.lease_token for j in more]])
     assert db.get_result(conn, job_id=more[0].id).value == {"only": "first"}  # type: ignore[union-attr]
     assert db.get_result(conn, job_id=more[1].id) is None
 
@@ -501,26 +503,27 @@ def test_pgqw_finished_is_notified_when_a_job_succeeds_and_when_it_goes_dead(con
         return got[0].payload
 
     succeeded = claimed(conn, new_job(conn, "noop"))
-    db.mark_succeeded(conn, job_id=succeeded.id, worker_id="w1", attempt=1, result=("application/json", 1, None))
+    db.mark_succeeded(conn, job_id=succeeded.id, lease_token=succeeded.lease_token,
+                      result=("application/json", 1, None))
     assert next_payload() == str(succeeded.id)
 
     # A failure with tries left is not the end: no notification for it. The next one (notifications
     # arrive in commit order) is the job's death.
     job = claimed(conn, new_job(conn, "noop", max_attempts=2))
-    db.mark_failed(conn, job_id=job.id, worker_id="w1", attempt=1, error="boom", base_ms=0, max_jitter_ms=0)
+    db.mark_failed(conn, job_id=job.id, lease_token=job.lease_token, error="boom", base_ms=0, max_jitter_ms=0)
     again = claimed(conn, job, worker_id="w2")
-    db.mark_failed(conn, job_id=job.id, worker_id="w2", attempt=again.attempts, error="boom again")
+    db.mark_failed(conn, job_id=job.id, lease_token=again.lease_token, error="boom again")
     assert job_row(conn, job.id)["status"] == "dead"
     assert next_payload() == str(job.id)
 
     permanent = claimed(conn, new_job(conn, "noop", max_attempts=5))
-    db.mark_failed(conn, job_id=permanent.id, worker_id="w1", attempt=1, error="bad payload", retryable=False)
+    db.mark_failed(conn, job_id=permanent.id, lease_token=permanent.lease_token, error="bad payload", retryable=False)
     assert next_payload() == str(permanent.id)
 
     # A batch success and a sweep that kills a job say '*' (some jobs ended).
     batch = claimed(conn, new_job(conn, "noop"))
-    db.mark_jobs_succeeded(conn, worker_id="w1", done=[(batch.id, 1)])
+    db.mark_jobs_succeeded(conn, done=[(batch.id, batch.lease_token)])
     assert next_payload() == "*"
     swept = claimed(conn, new_job(conn, "noop", max_attempts=1), lease_ms=1)
-    assert [s.status for s in db.sweep_stuck(conn, now=swept.lease_expires_at + timedelta(seconds=1))] == ["dead"]
+    assert [s.status for s in db.sweep_stuck_at(conn, now=swept.lease_expires_at + timedelta(seconds=1))] == ["dead"]
     assert next_payload() == "*"

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from datetime import datetime, timezone
+import re
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, TypeVar
 
 import psycopg
@@ -74,17 +75,70 @@ class LostReply(Direct):
         return fn(self.conn)
 
 
-def claimed(conn: psycopg.Connection, worker: str = "w1", lease_ms: int | None = None, **job: Any) -> db.Job:
+class _SentCursor:
+    """A cursor that notes each stored function it calls, with its parameters, then calls it."""
+
+    def __init__(self, cur: psycopg.Cursor, sent: list[tuple[str, dict[str, Any]]]) -> None:
+        self._cur = cur
+        self._sent = sent
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> "_SentCursor":
+        called = re.search(r"\bfrom\s+(\w+)\s*\(", str(query))
+        self._sent.append((called.group(1) if called else str(query), dict(params or {})))
+        self._cur.execute(query, params, **kwargs)
+        return self
+
+    def __enter__(self) -> "_SentCursor":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._cur.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cur, name)
+
+
+class _SentConnection:
+    def __init__(self, conn: psycopg.Connection, sent: list[tuple[str, dict[str, Any]]]) -> None:
+        self._conn = conn
+        self._sent = sent
+
+    def cursor(self, *args: Any, **kwargs: Any) -> _SentCursor:
+        return _SentCursor(self._conn.cursor(*args, **kwargs), self._sent)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+class Recording(Direct):
+    """Direct, noting what each call sent: sent is a list of (stored function, the wrapper's
+    parameters as pgqw.db passed them), in call order."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        super().__init__(conn)
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    def call(self, op: str, fn: Callable[[psycopg.Connection], T], *, deadline: float | None = None) -> T:
+        self.ops.append(op)
+        return fn(_SentConnection(self.conn, self.sent))  # type: ignore[arg-type]
+
+    def once(self, fn: Callable[[psycopg.Connection], T]) -> T:
+        return fn(_SentConnection(self.conn, self.sent))  # type: ignore[arg-type]
+
+
+def claimed(conn: psycopg.Connection, worker: str = "w1", lease_ms: int | None = None, **job: Any) -> db.ClaimedJob:
     enqueue(conn, **job)
     found = db.claim_job(conn, worker_id=worker, lease_ms=lease_ms)
     assert found is not None
     return found
 
 
-def steal(conn: psycopg.Connection, job: db.Job, thief: str = "w2") -> None:
+def steal(conn: psycopg.Connection, job: db.Job, thief: str = "w2") -> db.ClaimedJob:
     """The job's lease runs out (claim it with a short lease), a sweep hands it on and another
-    worker claims it. Jobs with longer leases are left alone."""
+    worker claims it, with a lease token of its own (returned). Jobs with longer leases are left
+    alone. conn must be the owner's: sweep_stuck_at and claim_job_at take the time."""
     assert job.lease_expires_at is not None
-    conn.execute("select * from sweep_stuck(%s::timestamptz + interval '1 millisecond')", [job.lease_expires_at])
+    db.sweep_stuck_at(conn, now=job.lease_expires_at + timedelta(milliseconds=1))
     again = db.claim_job_at(conn, worker_id=thief, now=datetime.now(timezone.utc))
     assert again is not None and again.id == job.id
+    return again

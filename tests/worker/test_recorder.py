@@ -43,7 +43,7 @@ def test_recorder_result_of_a_job_handed_on_is_ignored(conn: psycopg.Connection)
     steal(conn, run.job)
     recorder.record(run, Succeeded(), 1.0)
     [line] = out.lines("ignored late result")
-    assert "is not held by worker w1" in line and line.endswith("(running 0/3, peak 1)")
+    assert "is no longer held by its lease" in line and line.endswith("(running 0/3, peak 1)")
     assert job_row(conn, run.job.id)["locked_by"] == "w2" and slots.counts["ignored"] == 1
 
 
@@ -91,8 +91,8 @@ def test_recorder_failure_recorded_before_a_retry_began_says_so(conn: psycopg.Co
     recorder, slots, _, out = _recorder(conn)
     run, _, _ = slots.take(claimed(conn))
     # The earlier try committed (retry at once), and another worker took the retry before this answer.
-    conn.execute("select mark_failed(%s, 'w1', 1, 'boom', p_base_ms => 0, p_max_jitter_ms => 0)", [run.job.id])
-    conn.execute("select * from claim_job('w2')")
+    db.mark_failed(conn, job_id=run.job.id, lease_token=run.job.lease_token, error="boom", base_ms=0, max_jitter_ms=0)
+    assert db.claim_job(conn, worker_id="w2") is not None
     recorder.record(run, Failed("boom"), 0.5)
     [line] = out.lines("failed")
     assert "retried since (now attempt 2, processing)" in line and out.lines("ignored late result") == []
@@ -103,7 +103,8 @@ def test_recorder_refused_outcome_frees_the_slot(conn: psycopg.Connection) -> No
     run, _, _ = slots.take(claimed(conn, lease_ms=1))
     steal(conn, run.job)
     with pytest.raises(psycopg.Error) as exc:
-        conn.execute("select mark_succeeded(%s, 'w1', 1)", [run.job.id])
+        db.mark_succeeded(conn, job_id=run.job.id, lease_token=run.job.lease_token)
+    assert exc.value.sqlstate == "QL409"
     recorder.record(run, Refused(exc.value), 0.5)
     assert len(out.lines("ignored late result")) == 1 and slots.free_count() == 3
 
@@ -112,7 +113,7 @@ def test_recorder_batch_records_many_successes_in_one_call(conn: psycopg.Connect
     recorder, slots, database, out = _recorder(conn, batch=True)
     runs = [slots.take(claimed(conn, lease_ms=lease))[0] for lease in (600_000, 600_000, 1)]
     steal(conn, runs[2].job)
-    conn.execute("select mark_succeeded(%s, 'w1', 1)", [runs[1].job.id])  # an earlier call's lost reply
+    db.mark_succeeded(conn, job_id=runs[1].job.id, lease_token=runs[1].job.lease_token)  # an earlier call's lost reply
     for run in runs:
         recorder.record(run, Succeeded(), 0.5)
     assert database.ops == [] and slots.free_count() == 0  # waiting for the batch, slots still held

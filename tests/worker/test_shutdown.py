@@ -50,7 +50,8 @@ def test_shutdown_job_handed_on_meanwhile_is_not_handed_back(conn: psycopg.Conne
     steal(conn, run.job)
     shutdown.hand_back(run)
     [line] = out.lines("not handed back")
-    assert "is not held by worker w1" in line and slots.free_count() == 3
+    assert "is no longer held by its lease" in line and "w1" not in line and slots.free_count() == 3
+    assert job_row(conn, run.job.id)["locked_by"] == "w2"  # the thief's attempt is left alone
 
 
 def test_shutdown_run_says_what_it_waits_for_and_the_summary_counts(conn: psycopg.Connection) -> None:

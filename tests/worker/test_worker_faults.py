@@ -174,7 +174,10 @@ def test_worker_job_past_lease_without_heartbeat_is_swept_and_late_result_ignore
     assert outcomes(conn, job.id) == [(1, "late", "abandoned"), (2, "rescuer", "succeeded")]
     late.wait_log("lost")
     late.wait_log("ignored late result", timeout=10)
-    assert "is not held by worker late" in late.lines("ignored late result")[0]
+    [lost] = late.lines("lost")
+    [ignored] = late.lines("ignored late result")
+    assert "no longer held by its lease" in lost  # the lease token speaks for the attempt, not the worker's name
+    assert "attempt 1 is no longer held by its lease" in ignored
     assert outcomes(conn, job.id)[-1] == (2, "rescuer", "succeeded")  # the late result changed nothing
     assert job_row(conn, job.id)["status"] == "succeeded"
     assert db.count_flyers(conn, job_id=job.id) == 1

@@ -42,7 +42,8 @@ def test_attempt_peaks_counts_overlap_only(conn: psycopg.Connection) -> None:
     for n, (start, end) in enumerate([("10:00", "10:02"), ("10:01", "10:03"), ("10:03", "10:04")]):
         job = enqueue(conn)
         conn.execute(
-            "insert into job_attempts values (%s, 1, 'w', %s::timestamptz, %s::timestamptz, 'succeeded', null)",
+            "insert into job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome, lease_token_hash)"
+            " values (%s, 1, 'w', %s::timestamptz, %s::timestamptz, 'succeeded', sha256(uuid_send(gen_random_uuid())))",
             [job.id, f"2025-01-01 {start}", f"2025-01-01 {end}"],
         )
     assert attempt_peaks(conn) == {"w": 2}

@@ -1,0 +1,57 @@
+-- sweep_stuck_at: sweep_stuck as if the time were p_now (the owner's test clock and repairs; no role may execute
+-- it): recovers the processing jobs whose lease expired before p_now (→ pending with tries left, else → dead;
+-- last_error names the worker; its attempt abandoned; locked rows skipped). Returns one row per swept job. QV400.
+create or replace function sweep_stuck_at(
+    p_now  timestamptz
+) returns table (job_id uuid, attempt integer, worker_id text, status text, lease_expired_at timestamptz)
+language plpgsql
+security definer
+set search_path = public, pg_temp
+as $$
+begin
+    if p_now is null then
+        raise exception using errcode = 'QV400', message = 'now must not be null';
+    end if;
+
+    return query
+    with stuck as (
+        select j.id, j.attempts, j.locked_by, j.lease_expires_at
+          from jobs j
+         where j.status = 'processing' and j.lease_expires_at < p_now
+         order by j.lease_expires_at
+           for update skip locked
+    ), swept as (
+        update jobs j
+           set status = case when j.attempts < j.max_attempts then 'pending' else 'dead' end,
+               run_at = case when j.attempts < j.max_attempts then now() else j.run_at end,
+               finished_at = case when j.attempts < j.max_attempts
+                                  then null else greatest(now(), j.started_at) end,
+               last_error = format('worker %s stopped responding: its lease on attempt %s expired at %s',
+                                   stuck.locked_by, stuck.attempts, stuck.lease_expires_at),
+               locked_by = null,
+               lease_expires_at = null
+          from stuck
+         where j.id = stuck.id
+        returning j.id, j.status
+    ), abandoned as (
+        update job_attempts a
+           set outcome = 'abandoned',
+               abandon_reason = 'lease_expired',
+               finished_at = greatest(now(), a.started_at),
+               error = format('worker %s stopped responding (lease expired at %s)',
+                              stuck.locked_by, stuck.lease_expires_at)
+          from stuck
+         where a.job_id = stuck.id and a.attempt = stuck.attempts
+    )
+    select stuck.id, stuck.attempts, stuck.locked_by, swept.status, stuck.lease_expires_at
+      from stuck join swept on swept.id = stuck.id
+     order by stuck.lease_expires_at, stuck.id;
+
+    if found then
+        -- Wake workers of every queue ('*'): some swept jobs are ready again; and whoever waits for a
+        -- job to end: some may be dead now.
+        perform pg_notify('pgqw_jobs', '*');
+        perform pg_notify('pgqw_finished', '*');
+    end if;
+end;
+$$;
