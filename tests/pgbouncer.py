@@ -75,6 +75,10 @@ class PgBouncer:
         self.logfile = self.base / "pgbouncer.log"
         self.process: subprocess.Popen | None = None
         self.user = _run_as()
+        if self.user is not None and self.server_host.startswith("/"):
+            # A server on a Unix socket (the embedded one): PgBouncer runs as the socket folder's
+            # owner, the only user that may reach it.
+            self.user = pwd.getpwuid(os.stat(self.server_host).st_uid).pw_name
 
     def write_config(self) -> None:
         (self.base / "userlist.txt").write_text("".join(f'"{u}" ""\n' for u in self.users))

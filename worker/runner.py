@@ -71,9 +71,10 @@ class Worker:
         # The first sweep comes before anything starts, and any error ends startup: a database
         # without the queue (not migrated) is reported, not retried forever.
         try:
-            self._log_started()
             route_task_log(self.log)
+            # Registered before "worker started": once the line is out, the API knows its task types.
             self.presence.register()
+            self._log_started()
             self.sweeper.sweep()
         except BaseException:
             self._close()

@@ -91,9 +91,13 @@ def test_installed_package_runs_a_job_end_to_end(installed: Path, empty_db_url: 
                POLL_INTERVAL_MS="100")
     api = subprocess.Popen([pgqw, "api", "--port", "0"], cwd=cwd, env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
-    worker = subprocess.Popen([pgqw, "worker", "--id", "installed"], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen([pgqw, "worker", "--id", "installed"], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
     try:
+        assert worker.stdout is not None
+        started = worker.stdout.readline()  # the worker has registered the demo's task types
+        assert "worker started" in started, started
+        threading.Thread(target=worker.stdout.read, daemon=True).start()  # keep its pipe drained
         assert api.stdout is not None
         line = api.stdout.readline()
         found = re.search(r"serving on (http://\S+)", line)
@@ -160,6 +164,7 @@ def test_installed_worker_runs_an_applications_own_task(installed: Path, empty_d
         assert worker.stdout is not None
         started = worker.stdout.readline()
         assert "worker started" in started and "tasks call_webhook" in started, started
+        threading.Thread(target=worker.stdout.read, daemon=True).start()  # keep its pipe drained
         sys.path.insert(0, str(EXAMPLES))
         try:
             from webhook_tasks import Webhook, call_webhook  # the application's module, as it imports it
