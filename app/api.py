@@ -191,6 +191,12 @@ class JobRequest(BaseModel):
                                                       "(at most 366 days)")] = None
     max_attempts: Annotated[int | None, Field(strict=True, ge=1, le=MAX_ATTEMPTS_MAX,
                                               description="default: the task type's")] = None
+    unique_for_ms: Annotated[int | None, Field(
+        strict=True, ge=1, le=DELAY_MAX_MS,
+        description="the Idempotency-Key is unique only within this window (ms, at most 366 days; windows "
+                    "counted from the epoch in UTC) of run_at: within it the same job is returned, after it a "
+                    "new one is made; the stored key is `<key>@<window start>` (the key at most 230 characters)"
+    )] = None
 
     @field_validator("run_at")
     @classmethod
@@ -391,7 +397,8 @@ def create_job() -> Response:
             conn, type=task_type.name, payload=req.payload, idempotency_key=key, queue=req.queue,
             priority=req.priority, run_at=req.run_at,
             delay=timedelta(milliseconds=req.delay_ms) if req.delay_ms is not None else None,
-            max_attempts=req.max_attempts if req.max_attempts is not None else current_app.config["MAX_ATTEMPTS"])
+            max_attempts=req.max_attempts if req.max_attempts is not None else current_app.config["MAX_ATTEMPTS"],
+            unique_for=timedelta(milliseconds=req.unique_for_ms) if req.unique_for_ms is not None else None)
     response = ok(job_json(job), 202 if job.created else 200)
     response.headers["Location"] = url_for("api.get_job", job_id=job.id)
     return response
@@ -484,6 +491,79 @@ def retry_job(job_id: str) -> Response:
     response = ok(job_json(job), 202)
     response.headers["Location"] = url_for("api.get_job", job_id=job.id)
     return response
+
+
+@bp.post("/jobs/<job_id>/cancel")
+def cancel_job(job_id: str) -> Response:
+    """pending/failed → cancelled; processing: its worker is asked to stop (cancel_job). 409 (QS409)
+    when the job has already finished, 404 (QN404) when unknown."""
+    jid = _job_id(job_id)
+    with pool().connection() as conn:
+        job = db.cancel_job(conn, job_id=jid)
+    response = ok(job_json(job), 202)
+    response.headers["Location"] = url_for("api.get_job", job_id=job.id)
+    return response
+
+
+def queue_json(q: db.QueueInfo | db.QueueRow) -> dict[str, Any]:
+    return {"name": q.name, "paused": q.paused, "maxRunning": q.max_running}
+
+
+def _queue_name(name: str) -> str:
+    """The SQL functions check blank and over-long names (QV400); NUL and surrogates never reach them."""
+    problem = _bad_text(name)
+    if problem:
+        raise ApiError(400, "invalid_argument", f"the queue name {problem}",
+                       [{"field": "name", "problem": problem}])
+    return name
+
+
+@bp.get("/queues")
+def list_queues() -> Response:
+    """Every known queue (one with a job, or paused or limited): its settings and its numbers now."""
+    with pool().connection() as conn:
+        found = db.list_queues(conn)
+    return ok([{**queue_json(q), "depth": q.depth, "running": q.running,
+                "oldestReadyAgeSeconds": q.oldest_ready_age_seconds} for q in found])
+
+
+@bp.post("/queues/<name>/pause")
+def pause_queue(name: str) -> Response:
+    """Claims skip the queue; enqueues still land in it (pause_queue). Idempotent."""
+    with pool().connection() as conn:
+        row = db.pause_queue(conn, queue=_queue_name(name))
+    return ok(queue_json(row))
+
+
+@bp.post("/queues/<name>/resume")
+def resume_queue(name: str) -> Response:
+    """Claims take from the queue again (resume_queue). Idempotent."""
+    with pool().connection() as conn:
+        row = db.resume_queue(conn, queue=_queue_name(name))
+    return ok(queue_json(row))
+
+
+@bp.route("/queues/<name>/limit", methods=["PUT", "POST"])
+def set_queue_limit(name: str) -> Response:
+    """{"max_running": n | null}: at most n of the queue's jobs processing at once (set_queue_limit)."""
+    queue = _queue_name(name)
+    _require_json_body()
+    body = _read_json_body()
+    if not isinstance(body, dict) or "max_running" not in body:
+        raise ApiError(400, "invalid_argument", 'send {"max_running": n} (a whole number of at least 1) or null',
+                       [{"field": "max_running", "problem": "is required"}])
+    unknown = sorted(set(body) - {"max_running"})
+    if unknown:
+        raise ApiError(400, "invalid_argument", f"unknown field {unknown[0][:64]!r}",
+                       [{"field": k[:64], "problem": "unknown field"} for k in unknown])
+    n = body["max_running"]
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= PRIORITY_MAX):
+        problem = f"must be a whole number from 1 to {PRIORITY_MAX}, or null for no limit"
+        raise ApiError(400, "invalid_argument", f"max_running {problem}",
+                       [{"field": "max_running", "problem": problem}])
+    with pool().connection() as conn:
+        row = db.set_queue_limit(conn, queue=queue, max_running=n)
+    return ok(queue_json(row))
 
 
 def _result_of(jid: uuid.UUID) -> tuple[db.Job, db.Result | None]:

@@ -52,6 +52,8 @@ class QueueStatsCollector:
                                      "Ready jobs no live worker can take (no live worker registered their type "
                                      "for their queue), by queue and type.", labels=["queue", "type"])
         alive = GaugeMetricFamily("pgqw_workers_alive", "Workers whose registration has not expired.")
+        paused = GaugeMetricFamily("pgqw_queue_paused", "1 while the queue is paused (claims skip it), else 0.",
+                                   labels=["queue"])
         for s in self.stats:
             if s.metric == "jobs":
                 jobs.add_metric([s.queue or "", s.label or ""], s.value)
@@ -65,7 +67,9 @@ class QueueStatsCollector:
                 stranded.add_metric([s.queue or "", s.label or ""], s.value)
             elif s.metric == "workers_alive":
                 alive.add_metric([], s.value)
-        return [jobs, age, attempts, events, stranded, alive]
+            elif s.metric == "queue_paused":
+                paused.add_metric([s.queue or ""], s.value)
+        return [jobs, age, attempts, events, stranded, alive, paused]
 
 
 class StatsCache:

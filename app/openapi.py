@@ -43,6 +43,10 @@ _JOB_ID = {
     "schema": {"type": "string", "format": "uuid"},
 }
 _UNAVAILABLE = _error("the database cannot be reached or asked to retry (Retry-After: 1)")
+_QUEUE_NAME = {
+    "name": "id", "in": "path", "required": True, "description": "the queue's name (1 to 100 characters)",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 100},
+}
 _NOT_FOUND = _error("no job with this id (also for a malformed id)")
 
 _TIME = {"type": "string", "format": "date-time", "description": "ISO 8601, UTC, with Z"}
@@ -107,6 +111,38 @@ SCHEMAS: dict[str, Any] = {
                        "properties": {s: {"type": "integer", "minimum": 0} for s in STATUSES}},
             "total": {"type": "integer", "minimum": 0},
         },
+    },
+    "Queue": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["name", "paused", "maxRunning"],
+        "properties": {
+            "name": {"type": "string"},
+            "paused": {"type": "boolean", "description": "claims skip a paused queue; enqueues still land in it"},
+            "maxRunning": {"type": ["integer", "null"], "minimum": 1,
+                           "description": "at most this many jobs processing at once, across all workers; "
+                                          "null: no limit"},
+        },
+    },
+    "QueueStatus": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["name", "paused", "maxRunning", "depth", "running", "oldestReadyAgeSeconds"],
+        "properties": {
+            "name": {"type": "string"},
+            "paused": {"type": "boolean"},
+            "maxRunning": {"type": ["integer", "null"], "minimum": 1},
+            "depth": {"type": "integer", "minimum": 0, "description": "ready jobs (due, with a try left)"},
+            "running": {"type": "integer", "minimum": 0, "description": "processing jobs"},
+            "oldestReadyAgeSeconds": {"type": "number", "minimum": 0, "description": "0 when none is ready"},
+        },
+    },
+    "QueueLimit": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["max_running"],
+        "properties": {"max_running": {"type": ["integer", "null"], "minimum": 1, "maximum": 2147483647,
+                                       "description": "null removes the limit"}},
     },
     "TaskType": {
         "type": "object",
@@ -235,6 +271,21 @@ OPENAPI: dict[str, Any] = {
                 },
             },
         },
+        "/api/jobs/{id}/cancel": {
+            "post": {
+                "operationId": "cancelJob",
+                "summary": "Cancel a job: a pending or failed one ends cancelled at once; a processing one is "
+                           "asked to stop and ends cancelled when its worker stops (or its lease runs out)",
+                "parameters": [_JOB_ID],
+                "responses": {
+                    "202": _data(_ref("Job"), "the job: cancelled, or still processing with its stop requested",
+                                 _LOCATION),
+                    "404": _NOT_FOUND,
+                    "409": _error("the job has already finished (succeeded, dead or cancelled)"),
+                    "503": _UNAVAILABLE,
+                },
+            },
+        },
         "/api/jobs/{id}/flyer": {
             "get": {
                 "operationId": "getFlyer",
@@ -278,6 +329,48 @@ OPENAPI: dict[str, Any] = {
                 "responses": {"200": _data({"type": "array", "items": _ref("TaskType")}, "the task types"),
                               "503": _UNAVAILABLE},
             },
+        },
+        "/api/queues": {
+            "get": {
+                "operationId": "listQueues",
+                "summary": "Every known queue (with a job, or paused or limited): paused, limit, depth, running, "
+                           "age of the oldest ready job",
+                "responses": {"200": _data({"type": "array", "items": _ref("QueueStatus")}, "the queues"),
+                              "503": _UNAVAILABLE},
+            },
+        },
+        "/api/queues/{id}/pause": {
+            "post": {
+                "operationId": "pauseQueue",
+                "summary": "Pause a queue: claims skip it, enqueues still land in it (idempotent)",
+                "parameters": [_QUEUE_NAME],
+                "responses": {"200": _data(_ref("Queue"), "the queue, paused"),
+                              "400": _error("a blank or over-long name"), "503": _UNAVAILABLE},
+            },
+        },
+        "/api/queues/{id}/resume": {
+            "post": {
+                "operationId": "resumeQueue",
+                "summary": "Resume a queue: claims take from it again (idempotent)",
+                "parameters": [_QUEUE_NAME],
+                "responses": {"200": _data(_ref("Queue"), "the queue, running"),
+                              "400": _error("a blank or over-long name"), "503": _UNAVAILABLE},
+            },
+        },
+        "/api/queues/{id}/limit": {
+            **{method: {
+                "operationId": f"setQueueLimit{suffix}",
+                "summary": "At most max_running of the queue's jobs processing at once, across all workers "
+                           "(null: no limit)",
+                "parameters": [_QUEUE_NAME],
+                "requestBody": {"required": True,
+                                "content": {"application/json": {"schema": _ref("QueueLimit")}}},
+                "responses": {"200": _data(_ref("Queue"), "the queue with its limit"),
+                              "400": _error("a bad name, or max_running missing, below 1 or not a whole number"),
+                              "413": _error("the body is too large"),
+                              "415": _error("the body is not application/json"),
+                              "503": _UNAVAILABLE},
+            } for method, suffix in (("put", ""), ("post", "Post"))},
         },
         "/api/stats": {
             "get": {

@@ -360,7 +360,7 @@ def connect(dsn: str, **kwargs: Any) -> psycopg.Connection:
 
 def reset_queue(conn: psycopg.Connection) -> None:
     """Empties the queue's tables (a new file each: no dead tuples carried between measurements)."""
-    conn.execute("truncate jobs, job_attempts, job_results")
+    conn.execute("truncate jobs cascade")  # with everything that refers to them (attempts, results, ...)
 
 
 def table_stats(conn: psycopg.Connection, tables: Iterable[str]) -> dict[str, dict[str, float]]:

@@ -14,7 +14,7 @@ import psycopg
 
 from . import config
 from .config import ConfigError
-from .argtypes import port, whole
+from .argtypes import duration, port, whole
 from .errors import UsageError
 from .migrate import MigrationError
 
@@ -137,10 +137,47 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("prefix", nargs="?", default="", help="worker id prefix (default: all workers)")
     p.set_defaults(func=_lazy("pgqw.tools", "cmd_report"))
 
+    p = sub.add_parser("cancel", help="cancel a job (a running one is asked to stop)",
+                       description="Cancel a job: a pending or failed job ends cancelled at once; a processing "
+                       "one is asked to stop, and ends cancelled when its worker stops. A finished job is "
+                       "refused (exit status 2).")
+    p.add_argument("job_id", help="the job's id, or enough of its start to name one job (dashes optional)")
+    p.set_defaults(func=_lazy("pgqw.tools", "cmd_cancel"))
+
     p = sub.add_parser("check-idempotency", help="run one job's flyer work twice and count the flyers",
                        description="Run the flyer work of one job twice, one after the other and then at "
                        "the same moment, and count the flyers (must be 1).")
     p.set_defaults(func=_lazy("pgqw.tools", "cmd_check_idempotency"))
+
+    p = sub.add_parser("prune", help="delete old finished jobs with their attempts and results",
+                       description="Delete the finished jobs (succeeded, dead, cancelled) that finished longer "
+                       "ago than --older-than, with their attempts and results, in batches (one transaction "
+                       "each, locked rows skipped), and print how many. Workers also prune by themselves "
+                       "(PRUNE, PRUNE_SUCCEEDED_AFTER_S, PRUNE_FINISHED_AFTER_S).")
+    p.add_argument("--older-than", type=duration, required=True, metavar="AGE",
+                   help="how long ago a job must have finished: a number and a unit, such as 7d, 12h, 30m")
+    p.add_argument("--status", metavar="STATUSES",
+                   help="comma-separated final statuses (default: succeeded,dead,cancelled)")
+    p.add_argument("--batch", type=whole(1), metavar="N", help="jobs per transaction (default 1000, at most 100000)")
+    p.set_defaults(func=_lazy("pgqw.tools", "cmd_prune"))
+
+    p = sub.add_parser("pause", help="pause a queue: claims skip it, enqueues still land in it",
+                       description="Pause a queue: no worker claims its jobs until it is resumed; jobs still "
+                       "enqueue into it and running ones finish. Pausing a paused queue is fine.")
+    p.add_argument("queue", help="the queue's name")
+    p.set_defaults(func=_lazy("pgqw.tools", "cmd_pause"))
+
+    p = sub.add_parser("resume", help="resume a paused queue",
+                       description="Resume a queue: workers claim its jobs again. Resuming a running queue is fine.")
+    p.add_argument("queue", help="the queue's name")
+    p.set_defaults(func=_lazy("pgqw.tools", "cmd_resume"))
+
+    p = sub.add_parser("limit", help="at most N of a queue's jobs running at once, across all workers",
+                       description="Limit how many of a queue's jobs may be processing at once, across all "
+                       "workers (none removes the limit). Running jobs above a lowered limit finish.")
+    p.add_argument("queue", help="the queue's name")
+    p.add_argument("max_running", metavar="N|none", help="a whole number of at least 1, or none")
+    p.set_defaults(func=_lazy("pgqw.tools", "cmd_limit"))
 
     # The lab (break-it scenarios, chaos soak, benchmark) is not installed: these commands load it
     # from the repository checkout they are run in, and take their own arguments (pgqw soak --help).

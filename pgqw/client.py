@@ -53,6 +53,7 @@ class Enqueue:
     run_at: datetime | None = None
     delay: timedelta | float | None = None
     max_attempts: int | None = None
+    unique_for: timedelta | None = None  # the key is unique only within this window of run_at
 
 
 def _spec(item: Enqueue) -> dict[str, Any]:
@@ -74,18 +75,21 @@ def _spec(item: Enqueue) -> dict[str, Any]:
     return {
         "type": name, "payload": payload, "idempotency_key": item.idempotency_key or str(uuid.uuid4()),
         "queue": item.queue, "priority": item.priority, "run_at": item.run_at, "delay": delay,
-        "max_attempts": item.max_attempts,
+        "max_attempts": item.max_attempts, "unique_for": item.unique_for,
     }
 
 
 def enqueue(conn: psycopg.Connection, task: Task[Any] | str, payload: Any, *, idempotency_key: str | None = None,
             queue: str | None = None, priority: int | None = None, run_at: datetime | None = None,
-            delay: timedelta | float | None = None, max_attempts: int | None = None) -> db.EnqueuedJob:
+            delay: timedelta | float | None = None, max_attempts: int | None = None,
+            unique_for: timedelta | None = None) -> db.EnqueuedJob:
     """Adds one job in the connection's current transaction. Unset options take the task type's
     values, then queue_settings'. Without an idempotency key a random one is made. The same key
-    with the same job returns that job (created=False); with a different job, QI409."""
+    with the same job returns that job (created=False); with a different job, QI409. unique_for:
+    the key is unique only within that window (UTC, from the epoch) of run_at, so after it the same
+    key makes a new job (stored key `<key>@<window start>`)."""
     return db.enqueue_job(conn, **_spec(Enqueue(task, payload, idempotency_key, queue, priority, run_at, delay,
-                                                 max_attempts)))
+                                                 max_attempts, unique_for)))
 
 
 def enqueue_many(conn: psycopg.Connection, jobs: Sequence[Enqueue]) -> list[db.EnqueuedJob]:
@@ -96,10 +100,10 @@ def enqueue_many(conn: psycopg.Connection, jobs: Sequence[Enqueue]) -> list[db.E
 async def enqueue_async(conn: psycopg.AsyncConnection, task: Task[Any] | str, payload: Any, *,
                         idempotency_key: str | None = None, queue: str | None = None, priority: int | None = None,
                         run_at: datetime | None = None, delay: timedelta | float | None = None,
-                        max_attempts: int | None = None) -> db.EnqueuedJob:
+                        max_attempts: int | None = None, unique_for: timedelta | None = None) -> db.EnqueuedJob:
     """enqueue() on an AsyncConnection."""
     return await db.enqueue_job_async(conn, **_spec(Enqueue(task, payload, idempotency_key, queue, priority, run_at,
-                                                            delay, max_attempts)))
+                                                            delay, max_attempts, unique_for)))
 
 
 async def enqueue_many_async(conn: psycopg.AsyncConnection, jobs: Sequence[Enqueue]) -> list[db.EnqueuedJob]:

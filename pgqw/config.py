@@ -113,6 +113,14 @@ class Settings:
     task_modules: tuple[str, ...] = ("pgqw.demo",)
     batch_claim: bool = True
     batch_mark: bool = True
+    # Retention (worker/pruner.py): every PRUNE_INTERVAL_MS a worker deletes one batch of finished jobs
+    # (with their attempts and results) older than their age: succeeded after 7 days, dead and
+    # cancelled after 30. PRUNE=0 turns it off.
+    prune: bool = True
+    prune_interval_ms: int = 60_000
+    prune_succeeded_after_s: int = 7 * 86400
+    prune_finished_after_s: int = 30 * 86400
+    prune_batch: int = 1000
 
     # Simulated faults of the demo work.
     sim_min_latency_ms: int = 2000
@@ -173,6 +181,11 @@ def load() -> Settings:
         or ("pgqw.demo",),
         batch_claim=_bool("WORKER_BATCH_CLAIM", True),
         batch_mark=_bool("WORKER_BATCH_MARK", True),
+        prune=_bool("PRUNE", True),
+        prune_interval_ms=_int("PRUNE_INTERVAL_MS", 60_000, minimum=1),
+        prune_succeeded_after_s=_int("PRUNE_SUCCEEDED_AFTER_S", 7 * 86400, minimum=0),
+        prune_finished_after_s=_int("PRUNE_FINISHED_AFTER_S", 30 * 86400, minimum=0),
+        prune_batch=_int("PRUNE_BATCH", 1000, minimum=1),
         sim_min_latency_ms=_int("SIM_MIN_LATENCY_MS", 2000, minimum=0),
         sim_max_latency_ms=_int("SIM_MAX_LATENCY_MS", 4000, minimum=0),
         sim_failure_rate=_float("SIM_FAILURE_RATE", 0.2, low=0.0, high=1.0),
@@ -189,6 +202,8 @@ def load() -> Settings:
         metrics_tokens=tokens("METRICS_TOKEN"),
         create_roles=_bool("PGQW_CREATE_ROLES", True),
     )
+    if s.prune_batch > 100_000:
+        raise ConfigError(f"PRUNE_BATCH must be at most 100000, got {s.prune_batch}")
     if s.sim_max_latency_ms < s.sim_min_latency_ms:
         raise ConfigError(
             f"SIM_MAX_LATENCY_MS ({s.sim_max_latency_ms}) must not be below "

@@ -19,7 +19,7 @@ from psycopg.types.json import Jsonb
 
 NOTIFY_CHANNEL = "pgqw_jobs"
 # Every status a job can have, in the order of its life (the list of the jobs_status_check constraint).
-STATUSES = ("pending", "processing", "succeeded", "failed", "dead")
+STATUSES = ("pending", "processing", "succeeded", "failed", "dead", "cancelled")
 
 
 @dataclass
@@ -87,20 +87,28 @@ class Swept:
 class Lease:
     job_id: uuid.UUID
     lease_expires_at: datetime
+    cancel_requested: bool = False  # cancel_job asked this job to stop
+
+
+@dataclass
+class CancelledJob(Job):
+    """What cancel_job answers: the job (cancelled, or still processing until its worker stops) and
+    when the cancel was first requested."""
+    cancel_requested_at: datetime
 
 
 _ENQUEUE_JOB_SQL = (
     "select * from enqueue_job(%(type)s::text, %(payload)s::jsonb, %(key)s::text, %(queue)s::text,"
     " %(priority)s::integer, coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval),"
-    " %(max_attempts)s::integer)"
+    " %(max_attempts)s::integer, %(unique_for)s::interval)"
 )
 
 
 def _enqueue_params(type: str, payload: dict[str, Any], idempotency_key: str, queue: str | None,
                     priority: int | None, run_at: datetime | None, delay: timedelta | None,
-                    max_attempts: int | None) -> dict[str, Any]:
+                    max_attempts: int | None, unique_for: timedelta | None = None) -> dict[str, Any]:
     return {"type": type, "payload": Jsonb(payload), "key": idempotency_key, "queue": queue, "priority": priority,
-            "run_at": run_at, "delay": delay, "max_attempts": max_attempts}
+            "run_at": run_at, "delay": delay, "max_attempts": max_attempts, "unique_for": unique_for}
 
 
 def enqueue_job(
@@ -114,12 +122,14 @@ def enqueue_job(
     run_at: datetime | None = None,
     delay: timedelta | None = None,
     max_attempts: int | None = None,
+    unique_for: timedelta | None = None,
 ) -> EnqueuedJob:
     """One job. Unset queue, priority and max_attempts take the task type's values, then the
-    defaults ('default', 0, queue_settings). delay counts from the database's clock."""
+    defaults ('default', 0, queue_settings). delay counts from the database's clock. unique_for: the
+    key is unique only within that window of run_at (stored as `<key>@<window start>`)."""
     with conn.cursor(row_factory=class_row(EnqueuedJob)) as cur:
         cur.execute(_ENQUEUE_JOB_SQL, _enqueue_params(type, payload, idempotency_key, queue, priority, run_at,
-                                                      delay, max_attempts))
+                                                      delay, max_attempts, unique_for))
         row = cur.fetchone()
     assert row is not None
     return row
@@ -136,10 +146,11 @@ async def enqueue_job_async(
     run_at: datetime | None = None,
     delay: timedelta | None = None,
     max_attempts: int | None = None,
+    unique_for: timedelta | None = None,
 ) -> EnqueuedJob:
     async with conn.cursor(row_factory=class_row(EnqueuedJob)) as cur:
         await cur.execute(_ENQUEUE_JOB_SQL, _enqueue_params(type, payload, idempotency_key, queue, priority, run_at,
-                                                            delay, max_attempts))
+                                                            delay, max_attempts, unique_for))
         row = await cur.fetchone()
     assert row is not None
     return row
@@ -255,6 +266,27 @@ def sweep_stuck_at(conn: psycopg.Connection, *, now: datetime) -> list[Swept]:
         return cur.fetchall()
 
 
+def prune_jobs(
+    conn: psycopg.Connection, *, older_than: timedelta, statuses: Sequence[str] | None = None,
+    batch: int | None = None,
+) -> int:
+    """Deletes one batch of finished jobs older than `older_than` (with their attempts and results);
+    returns how many. Loop, committing between calls, until it returns 0. None: the SQL default."""
+    args = ["p_older_than => %(older_than)s::interval"]
+    if statuses is not None:
+        args.append("p_statuses => %(statuses)s::text[]")
+    if batch is not None:
+        args.append("p_batch => %(batch)s::integer")
+    with conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(
+            "select prune_jobs(" + ", ".join(args) + ") as deleted",  # fixed text; values are parameters
+            {"older_than": older_than, "statuses": None if statuses is None else list(statuses), "batch": batch},
+        )
+        row = cur.fetchone()
+    assert row is not None
+    return row["deleted"]
+
+
 def release_job(
     conn: psycopg.Connection, *, job_id: uuid.UUID | str, lease_token: uuid.UUID | str, reason: str
 ) -> RecordedJob:
@@ -273,6 +305,26 @@ def retry_dead(conn: psycopg.Connection, *, job_id: uuid.UUID | str, extra_attem
         cur.execute(
             "select * from retry_dead(%(job_id)s::uuid, %(extra)s::integer)",
             {"job_id": job_id, "extra": extra_attempts},
+        )
+        row = cur.fetchone()
+    assert row is not None
+    return row
+
+
+def cancel_job(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> CancelledJob:
+    """A waiting job ends cancelled at once; a processing one is asked to stop."""
+    with conn.cursor(row_factory=class_row(CancelledJob)) as cur:
+        cur.execute("select * from cancel_job(%(job_id)s::uuid)", {"job_id": job_id})
+        row = cur.fetchone()
+    assert row is not None
+    return row
+
+
+def mark_cancelled(conn: psycopg.Connection, *, job_id: uuid.UUID | str, lease_token: uuid.UUID | str) -> RecordedJob:
+    """Ends the token's attempt cancelled: its job was asked to cancel."""
+    with conn.cursor(row_factory=class_row(RecordedJob)) as cur:
+        cur.execute(
+            "select * from mark_cancelled(%(job_id)s::uuid, %(token)s::uuid)", {"job_id": job_id, "token": lease_token}
         )
         row = cur.fetchone()
     assert row is not None
@@ -391,7 +443,10 @@ def listen(conn: psycopg.Connection) -> None:
 def _jobs_json(jobs: Sequence[dict[str, Any]]) -> Jsonb:
     out = []
     for j in jobs:
-        item = {k: v for k, v in j.items() if v is not None and k not in ("run_at", "delay")}
+        item = {k: v for k, v in j.items() if v is not None and k not in ("run_at", "delay", "unique_for")}
+        if j.get("unique_for") is not None:
+            u = j["unique_for"]
+            item["unique_for_ms"] = round(u.total_seconds() * 1000) if isinstance(u, timedelta) else u
         if j.get("run_at") is not None:
             item["run_at"] = j["run_at"].isoformat() if isinstance(j["run_at"], datetime) else j["run_at"]
         if j.get("delay") is not None:
@@ -403,8 +458,8 @@ def _jobs_json(jobs: Sequence[dict[str, Any]]) -> Jsonb:
 
 def enqueue_jobs(conn: psycopg.Connection, *, jobs: Sequence[dict[str, Any]]) -> list[EnqueuedJob]:
     """Many jobs in one call. Each dict: type, payload, idempotency_key, and optionally queue,
-    priority, run_at (datetime or ISO text) or delay (timedelta), max_attempts. Rows come back in
-    input order."""
+    priority, run_at (datetime or ISO text) or delay (timedelta), max_attempts, unique_for (timedelta).
+    Rows come back in input order."""
     with conn.cursor(row_factory=class_row(EnqueuedJob)) as cur:
         cur.execute("select * from enqueue_jobs(%(jobs)s::jsonb)", {"jobs": _jobs_json(jobs)})
         return cur.fetchall()
@@ -710,3 +765,73 @@ async def listen_finished_async(conn: psycopg.AsyncConnection) -> None:
 
 async def unlisten_finished_async(conn: psycopg.AsyncConnection) -> None:
     await conn.execute(f"unlisten {FINISHED_CHANNEL}")
+
+
+# ---- queues: pause, resume, a limit on running jobs (db/functions/pause_queue.sql and its neighbours) ----
+
+@dataclass
+class QueueRow:
+    """A queue's row in queues: what an operator set on it."""
+    name: str
+    paused: bool
+    max_running: int | None
+    jobs_per_second: Any
+    updated_at: datetime
+
+
+@dataclass
+class QueueInfo:
+    """A known queue (one with a job or a row in queues): its settings and its numbers now."""
+    name: str
+    paused: bool
+    max_running: int | None
+    depth: int  # ready jobs: pending or failed, due, with a try left
+    running: int  # processing jobs
+    oldest_ready_age_seconds: float  # 0 when none is ready
+
+
+def pause_queue(conn: psycopg.Connection, *, queue: str) -> QueueRow:
+    with conn.cursor(row_factory=class_row(QueueRow)) as cur:
+        cur.execute("select * from pause_queue(%(queue)s::text)", {"queue": queue})
+        row = cur.fetchone()
+    assert row is not None
+    return row
+
+
+def resume_queue(conn: psycopg.Connection, *, queue: str) -> QueueRow:
+    with conn.cursor(row_factory=class_row(QueueRow)) as cur:
+        cur.execute("select * from resume_queue(%(queue)s::text)", {"queue": queue})
+        row = cur.fetchone()
+    assert row is not None
+    return row
+
+
+def set_queue_limit(conn: psycopg.Connection, *, queue: str, max_running: int | None) -> QueueRow:
+    """At most max_running jobs of the queue processing at once across all workers; None: no limit."""
+    with conn.cursor(row_factory=class_row(QueueRow)) as cur:
+        cur.execute("select * from set_queue_limit(%(queue)s::text, %(max_running)s::integer)",
+                    {"queue": queue, "max_running": max_running})
+        row = cur.fetchone()
+    assert row is not None
+    return row
+
+
+def list_queues(conn: psycopg.Connection) -> list[QueueInfo]:
+    """Every known queue by name: paused, max_running, depth, running, age of the oldest ready job."""
+    with conn.cursor(row_factory=class_row(QueueInfo)) as cur:
+        cur.execute(
+            "with counts as ("
+            "  select j.queue,"
+            "         count(*) filter (where j.status in ('pending', 'failed') and j.run_at <= now()"
+            "                            and j.attempts < j.max_attempts) as depth,"
+            "         count(*) filter (where j.status = 'processing') as running,"
+            "         min(j.run_at) filter (where j.status in ('pending', 'failed') and j.run_at <= now()"
+            "                                 and j.attempts < j.max_attempts) as oldest"
+            "    from jobs j group by j.queue"
+            ")"
+            " select coalesce(c.queue, q.name) as name, coalesce(q.paused, false) as paused, q.max_running,"
+            "        coalesce(c.depth, 0)::integer as depth, coalesce(c.running, 0)::integer as running,"
+            "        coalesce(extract(epoch from now() - c.oldest), 0)::double precision as oldest_ready_age_seconds"
+            "   from counts c full join queues q on q.name = c.queue"
+            "  order by 1")
+        return cur.fetchall()

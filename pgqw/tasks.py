@@ -90,9 +90,11 @@ class Context:
     job: "db.Job"
     worker_id: str
     log: logging.LoggerAdapter
-    # The worker sets this when the job is to stop early (its lease is gone, or shutdown has begun);
-    # a long handler may check `ctx.stopping` between steps.
+    # The worker sets this when the job is to stop early (its lease is gone, shutdown has begun, or the
+    # job was cancelled); a long handler may check `ctx.stopping` between steps.
     stop_requested: Callable[[], bool] = lambda: False
+    # True once a heartbeat answered that cancel_job asked this job to stop (`ctx.cancelled`).
+    cancel_requested: Callable[[], bool] = lambda: False
 
     @property
     def job_id(self) -> uuid.UUID:
@@ -104,7 +106,13 @@ class Context:
 
     @property
     def stopping(self) -> bool:
-        return self.stop_requested()
+        return self.stop_requested() or self.cancel_requested()
+
+    @property
+    def cancelled(self) -> bool:
+        """The job was cancelled: whatever the handler returns or raises now, the attempt ends
+        cancelled (a result is not stored)."""
+        return self.cancel_requested()
 
 
 def _settings_check(name: str, value: int | None, what: str, low: int, high: int | None = None) -> None:

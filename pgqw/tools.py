@@ -1,4 +1,4 @@
-"""Operators' commands: burst, report and check-idempotency. The numbers come from stored
+"""Operators' commands: burst, report, prune and check-idempotency. The numbers come from stored
 functions (queue_stats, report_*), so psql gives the same answers; this module only prints them."""
 from __future__ import annotations
 
@@ -133,6 +133,36 @@ def _job_id(conn: psycopg.Connection, text: str) -> uuid.UUID:
         raise UsageError(f"{count} jobs have an id starting {text.strip()} ({shown}"
                          f"{', ...' if len(found) > SHOWN_MATCHES else ''}): give more of the id")
     return found[0]
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    """Batches of prune_jobs, each its own transaction (autocommit), until one deletes nothing."""
+    settings = config.load()
+    statuses = None if args.status is None else [t.strip() for t in args.status.split(",")]
+    total = 0
+    with _connect(settings) as conn:
+        while deleted := db.prune_jobs(conn, older_than=args.older_than, statuses=statuses, batch=args.batch):
+            total += deleted
+    print(f"pruned {total} jobs")
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    """cancel_job: one line, the job's status after it (cancelled, or processing until its worker stops)."""
+    settings = config.load()
+    with _connect(settings) as conn:
+        job_id = _job_id(conn, args.job_id)
+        try:
+            job = db.cancel_job(conn, job_id=job_id)
+        except psycopg.Error as exc:
+            if exc.sqlstate in ("QS409", "QN404"):
+                raise UsageError(exc.diag.message_primary or str(exc)) from None
+            raise
+    if job.status == "cancelled":
+        print(f"job {job.id} cancelled")
+    else:
+        print(f"job {job.id} is {job.status}: its worker is asked to stop, and it ends cancelled")
+    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -292,3 +322,42 @@ def cmd_check_idempotency(args: argparse.Namespace) -> int:
     print(report.text)
     print("OK: one flyer per job" if report.ok else "FAILED: a job has more than one flyer")
     return 0 if report.ok else 1
+
+
+def _queue_call(args: argparse.Namespace, call: str, **kwargs: object) -> db.QueueRow:
+    """One of pause_queue, resume_queue, set_queue_limit; bad input (QV400) is a usage error."""
+    settings = config.load()
+    with _connect(settings) as conn:
+        try:
+            return getattr(db, call)(conn, queue=args.queue, **kwargs)
+        except psycopg.Error as exc:
+            if exc.sqlstate == "QV400":
+                raise UsageError(exc.diag.message_primary or str(exc)) from None
+            raise
+
+
+def _queue_line(q: db.QueueRow) -> str:
+    limit = "no limit" if q.max_running is None else f"at most {q.max_running} running"
+    return f"queue {q.name}: {'paused' if q.paused else 'running'}, {limit}"
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    print(_queue_line(_queue_call(args, "pause_queue")))
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    print(_queue_line(_queue_call(args, "resume_queue")))
+    return 0
+
+
+def cmd_limit(args: argparse.Namespace) -> int:
+    text = args.max_running.strip().lower()
+    if text == "none":
+        n = None
+    elif text.isdigit() and int(text) >= 1:
+        n = int(text)
+    else:
+        raise UsageError(f"the limit must be a whole number of at least 1, or none; got {args.max_running!r}")
+    print(_queue_line(_queue_call(args, "set_queue_limit", max_running=n)))
+    return 0

@@ -198,7 +198,7 @@ def _role_exists(dsn: str, role: str) -> bool:
         return bool(rows(c, "select count(*) as n from pg_roles where rolname = %s", [role])[0]["n"])
 
 
-ENQUEUE = "enqueue_job(text,jsonb,text,text,integer,timestamptz,integer)"
+ENQUEUE = "enqueue_job(text,jsonb,text,text,integer,timestamptz,integer,interval)"
 CLAIM = "claim_job(text,text[],integer,text[])"
 
 

@@ -21,7 +21,7 @@ from pgqw.config import Settings
 from pgqw.tasks import Context, PermanentError, Registry, TransientError, describe_invalid, result_row
 from pgqw.worker.database import Database, WorkerExiting
 from pgqw.worker.log import Log
-from pgqw.worker.recorder import Failed, Outcome, Recorder, Succeeded
+from pgqw.worker.recorder import Cancelled, Failed, Outcome, Recorder, Succeeded
 from pgqw.worker.slots import Running, Slots
 
 
@@ -74,7 +74,8 @@ class Executor:
         logger = logging.getLogger(f"pgqw.task.{run.job.type}")
         return Context(job=run.job, worker_id=self.settings.worker_id,
                        log=logging.LoggerAdapter(logger, {"job": run.tag()}),
-                       stop_requested=lambda: run.lost or run.state != "running" or self.stopping())
+                       stop_requested=lambda: run.lost or run.state != "running" or self.stopping(),
+                       cancel_requested=lambda: run.cancelled)
 
     def outcome(self, run: Running) -> Outcome:
         """Runs the job's handler. WorkerExiting (the process is exiting) is raised."""
@@ -98,6 +99,9 @@ class Executor:
 
     def execute(self, run: Running) -> None:
         outcome = self.outcome(run)
+        if run.cancelled and not run.recorded:
+            # Cancelled while it ran: whatever the handler did, the attempt ends cancelled.
+            outcome = Cancelled(note=outcome.error if isinstance(outcome, Failed) else None)
         self.recorder.record(run, outcome, self.clock() - run.started)
 
     def loop(self, tasks: "queue.Queue[Running | None]") -> None:

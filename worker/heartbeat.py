@@ -4,7 +4,8 @@ A job's lease is the one its claim granted (lease_expires_at - started_at, measu
 so without HEARTBEAT_INTERVAL_MS each job is heartbeated every third of its own lease, and each
 heartbeat renews that same lease, presenting the lease token its claim returned. A job missing from
 heartbeat's answer is no longer held by that token (its lease expired and a sweep handed it on): it
-is logged as `lost`, and its result will be refused.
+is logged as `lost`, and its result will be refused. A job the answer says was cancelled (cancel_job)
+is flagged (`ctx.cancelled`, `ctx.stopping`) and logged once: its attempt will be recorded cancelled.
 """
 from __future__ import annotations
 
@@ -81,19 +82,28 @@ class Heartbeat:
         for run in held:
             by_lease[self.settings.lease_ms or run.lease_ms].append(run)
         kept: set = set()
+        cancelled: set = set()
         for lease_ms, runs in by_lease.items():
             leases = self.run(lambda conn: db.heartbeat(
                 conn, leases=[(r.job.id, r.job.lease_token) for r in runs], lease_ms=lease_ms))
             kept |= {lease.job_id for lease in leases}
+            cancelled |= {lease.job_id for lease in leases if lease.cancel_requested}
         now = self.clock()
         lost: list[Running] = []
+        told: list[Running] = []
         with self.slots.lock:
             for run in held:
                 run.next_beat = now + self.interval_s(run)
+                if run.job.id in cancelled and not run.cancelled:
+                    run.cancelled = True
+                    told.append(run)
                 # A job being marked may have just finished: only a running one is lost.
                 if run.job.id not in kept and run.state == "running" and not run.lost:
                     run.lost = True
                     lost.append(run)
+        for run in told:
+            self.log("cancel requested", f"{run.tag()}: cancel_job asked it to stop; its handler is told "
+                                         "(ctx.cancelled), and the attempt will end cancelled")
         for run in lost:
             self.slots.count("lost")
             self.log("lost", f"{run.tag()}: no longer held by its lease (it expired and a sweep handed the "

@@ -1,5 +1,6 @@
-"""The main loop: sweeps when one is due, claims while slots are free, then waits for a wake-up (a
-notification, a freed slot, the poll interval, the next sweep, or a stop). A database problem never
+"""The main loop: sweeps when one is due, claims while slots are free, prunes one batch of old finished
+jobs when due, then waits for a wake-up (a notification, a freed slot, the poll interval, the next
+sweep, or a stop). A database problem never
 ends it: it is logged and the round is tried again after a capped backoff."""
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pgqw.worker.claimer import Claimer
 from pgqw.worker.database import Backoff, Database, WorkerExiting, is_transient
 from pgqw.worker.executor import describe
 from pgqw.worker.log import Log
+from pgqw.worker.pruner import Pruner
 from pgqw.worker.sweeper import Sweeper
 
 
@@ -19,8 +21,9 @@ class MainLoop:
     def __init__(
         self, settings: Settings, claimer: Claimer, sweeper: Sweeper, database: Database, log: Log, *,
         wake: threading.Event, stopping: threading.Event, clock: Callable[[], float] = time.monotonic,
-        alive: Callable[[], None] = lambda: None,
+        alive: Callable[[], None] = lambda: None, pruner: Pruner | None = None,
     ) -> None:
+        self.pruner = pruner            # None: PRUNE=0, old jobs are kept
         self.alive = alive              # with every sweep: this worker is still here (presence.py)
         self.claimer = claimer
         self.sweeper = sweeper
@@ -48,6 +51,10 @@ class MainLoop:
             self.wake.clear()
             if not self.stopping.is_set():
                 self.claimer.claim()
+                # After the claim: a prune that fails never holds up the round's claim.
+                if self.pruner is not None:
+                    op = "prune"
+                    self.pruner.prune()
             self.backoff.reset()
         except WorkerExiting:
             raise

@@ -51,12 +51,18 @@ class Failed:
 
 
 @dataclass
+class Cancelled:
+    """The job was cancelled while it ran (a heartbeat said so): its attempt ends cancelled."""
+    note: str | None = None  # what the handler raised on its way out, if anything
+
+
+@dataclass
 class Refused:
     """The result was refused before it was recorded: the attempt no longer holds the job."""
     error: psycopg.Error
 
 
-Outcome = Union[Succeeded, Failed, Refused]
+Outcome = Union[Succeeded, Failed, Cancelled, Refused]
 
 
 class Recorder:
@@ -75,6 +81,8 @@ class Recorder:
             self.refused(run, outcome.error)
         elif isinstance(outcome, Failed):
             self.failure(run, outcome.error, outcome.retryable, elapsed)
+        elif isinstance(outcome, Cancelled):
+            self.cancelled(run, outcome.note, elapsed)
         elif self.batch and (outcome.result is None or outcome.result[2] is None):
             self.done.put((run, outcome.result, elapsed))  # drain() records it with others (JSON or none)
         else:
@@ -88,6 +96,11 @@ class Recorder:
             after = self.database.call(f"mark_succeeded {short(job.id)}", lambda conn: db.mark_succeeded(
                 conn, job_id=job.id, lease_token=job.lease_token, result=result))
         except psycopg.Error as exc:
+            # Refused because the job was cancelled after the last heartbeat (the refusal names
+            # job_cancel_requests): the attempt ends cancelled instead.
+            if (exc.sqlstate == "QL409" and exc.diag.table_name == "job_cancel_requests"
+                    and self.cancelled(run, None, elapsed, quiet=True)):
+                return  # cancelled after the last heartbeat: the attempt ends cancelled instead
             self.refused(run, exc)
             return
         self.logged_success(run, Succeeded(result).note, elapsed, earlier=after.already_recorded)
@@ -139,6 +152,26 @@ class Recorder:
         said = "; ".join(t for t in (note, EARLIER_TRY if earlier else None) if t)
         self.log("success", f"{run.tag()} in {elapsed:.2f}s{': ' + said if said else ''}"
                             f"  (running {count}/{self.slots.cap}, peak {peak})")
+
+    # -------------------------------------------------------------------------------- cancellations
+
+    def cancelled(self, run: Running, note: str | None, elapsed: float, *, quiet: bool = False) -> bool:
+        """mark_cancelled for the attempt. True when recorded; refused: logged (unless quiet, for a
+        caller with a refusal of its own to report) and False."""
+        job = run.job
+        try:
+            after = self.database.call(f"mark_cancelled {short(job.id)}", lambda conn: db.mark_cancelled(
+                conn, job_id=job.id, lease_token=job.lease_token))
+        except psycopg.Error as exc:
+            if not quiet:
+                self.refused(run, exc)
+            return False
+        self.slots.count("cancelled")
+        count, peak = self.slots.free(run)
+        said = "; ".join(t for t in (note, EARLIER_TRY if after.already_recorded else None) if t)
+        self.log("cancelled", f"{run.tag()} in {elapsed:.2f}s{': ' + said if said else ''}"
+                              f"  (running {count}/{self.slots.cap}, peak {peak})")
+        return True
 
     # -------------------------------------------------------------------------------- failures
 

@@ -1,7 +1,8 @@
 """The worker: wires its parts together and runs them. It holds no queue logic of its own.
 
 Threads, not asyncio (the handlers are blocking code):
-  main       loop.MainLoop: sweeps (sweeper.py) and claims for free slots (claimer.py), then waits
+  main       loop.MainLoop: sweeps (sweeper.py), claims for free slots (claimer.py) and prunes old
+             finished jobs (pruner.py), then waits
   executors  `concurrency` threads running handlers (executor.py); results go to recorder.py
   recorder   with WORKER_BATCH_MARK, records the successes in batches (recorder.Recorder.loop)
   heartbeat  extends the lease of every job still held (heartbeat.py)
@@ -29,6 +30,7 @@ from pgqw.worker.presence import Presence
 from pgqw.worker.recorder import Recorder
 from pgqw.worker.shutdown import Shutdown, Signals
 from pgqw.worker.slots import Running, Slots
+from pgqw.worker.pruner import Pruner
 from pgqw.worker.sweeper import Sweeper
 
 
@@ -61,7 +63,8 @@ class Worker:
         self.sweeper = Sweeper(self.slots, self.log, self.database.once)
         self.presence = Presence(s, self.registry, self.database.once)
         self.loop = MainLoop(s, self.claimer, self.sweeper, self.database, self.log,
-                             wake=self.wake, stopping=self.stopping, alive=self.presence.alive)
+                             wake=self.wake, stopping=self.stopping, alive=self.presence.alive,
+                             pruner=Pruner(s, self.log, self.database.once) if s.prune else None)
         self.shutdown = Shutdown(s, self.slots, self.log, self.database)
 
     def run(self) -> int:

@@ -34,6 +34,7 @@ class Running:
     state: str = "running"          # running → marking | releasing
     lost: bool = False              # a heartbeat found the lease gone: the result will be refused
     recorded: bool = False          # the handler's ctx.finish committed the success with its output
+    cancelled: bool = False         # a heartbeat answered that cancel_job asked this job to stop
 
     def tag(self) -> str:
         return f"{short(self.job.id)} attempt {self.job.attempts}/{self.job.max_attempts}"

@@ -297,7 +297,7 @@ const form = {
       try {
         const { data } = await api(`/api/jobs/${id}`);
         this.render(data);
-        if (data.status === "succeeded" || data.status === "dead") return;
+        if (["succeeded", "dead", "cancelled"].includes(data.status)) return;
       } catch (_) {
         // Keep following; the server may be restarting.
       }
@@ -342,8 +342,28 @@ const form = {
       failed: "That attempt failed; it will be retried automatically.",
       dead: "The job failed for good. See Dead letters to retry it.",
       succeeded: "Done. The PDF is ready.",
+      cancelled: "Cancelled. No flyer will be made.",
     };
     $("#job-note").textContent = notes[job.status] || "";
+    // Cancel: a waiting job ends at once; a running one is asked to stop (its worker ends it).
+    const cancel = $("#job-cancel");
+    cancel.hidden = !["pending", "failed", "processing"].includes(job.status);
+    cancel.onclick = () => this.cancel(job.id);
+  },
+
+  async cancel(id) {
+    const button = $("#job-cancel");
+    button.disabled = true;
+    try {
+      const { data } = await api(`/api/jobs/${id}/cancel`, { method: "POST" });
+      this.render(data);
+      if (data.status === "processing") $("#job-note").textContent = "Asked the worker to stop…";
+      refreshStats();
+    } catch (failure) {
+      $("#job-note").textContent = failure.message || "The cancel did not go through.";
+    } finally {
+      button.disabled = false;
+    }
   },
 };
 

@@ -1,6 +1,8 @@
 -- claim_jobs_at: claim_jobs as if the time were p_now (the owner's test clock and repairs; no role may
 -- execute it). pending/failed → processing for up to p_limit jobs ready at p_now, each with a new lease token.
--- Returns the claimed rows with their lease tokens. Raises QV400 (bad worker id, limit, lease, queues, types, now).
+-- Skips paused queues, and takes from a queue with max_running at most what keeps it at or under that many
+-- processing jobs. Returns the claimed rows with their lease tokens. Raises QV400 (bad worker id, limit, lease,
+-- queues, types, now).
 create or replace function claim_jobs_at(
     p_now        timestamptz,
     p_worker_id  text,
@@ -23,6 +25,10 @@ set enable_seqscan = off
 set jit = off
 as $$
 #variable_conflict use_column
+declare
+    v_ids   uuid[];
+    v_queue record;
+    v_slots bigint;
 begin
     if p_worker_id is null or p_worker_id !~ '\S' or length(p_worker_id) > 200 then
         raise exception using errcode = 'QV400',
@@ -55,6 +61,68 @@ begin
     -- out: no bitmap scan (with stale statistics, a burst, it sorted the whole backlog on every call), no
     -- sequential scan (a plan made while idle updated the picked rows by reading the whole table). The
     -- cost of those disabled paths would trip JIT compilation, which a claim never needs (jit = off).
+    if not exists (select 1 from queues q where q.paused or q.max_running is not null) then
+        -- The common case, no queue paused or limited: the ready index in its order, no lock but the rows'.
+        -- The rows picked here stay locked by this transaction: nothing can change them before the update.
+        v_ids := array(
+            select r.id
+              from jobs r
+             where r.status in ('pending', 'failed')
+               and r.run_at <= p_now
+               and r.attempts < r.max_attempts
+               and (p_queues is null or r.queue = any (p_queues))
+               and (p_task_types is null or r.type = any (p_task_types))
+             order by r.priority desc, r.run_at, r.id
+             limit p_limit
+               for update skip locked);
+    else
+        -- A limited queue: its row is locked (in name order, so two claims never wait on each other in a
+        -- circle) before its processing jobs are counted, so claims racing for it take turns, and each one's
+        -- count (a statement after the lock, a new snapshot under read committed) sees the claims committed
+        -- before it. It gives at most max_running - running jobs. Unlimited queues take no lock.
+        v_ids := '{}';
+        for v_queue in
+            select q.name, q.max_running
+              from queues q
+             where q.max_running is not null and not q.paused
+               and (p_queues is null or q.name = any (p_queues))
+             order by q.name
+               for update
+        loop
+            select v_queue.max_running - count(*) into v_slots
+              from jobs p where p.status = 'processing' and p.queue = v_queue.name;
+            continue when v_slots < 1;
+            v_ids := v_ids || array(
+                select r.id
+                  from jobs r
+                 where r.status in ('pending', 'failed')
+                   and r.run_at <= p_now
+                   and r.attempts < r.max_attempts
+                   and r.queue = v_queue.name
+                   and (p_task_types is null or r.type = any (p_task_types))
+                 order by r.priority desc, r.run_at, r.id
+                 limit least(p_limit, v_slots)
+                   for update skip locked);
+        end loop;
+        -- The queues with no row, or a row neither paused nor limited.
+        v_ids := v_ids || array(
+            select r.id
+              from jobs r
+             where r.status in ('pending', 'failed')
+               and r.run_at <= p_now
+               and r.attempts < r.max_attempts
+               and (p_queues is null or r.queue = any (p_queues))
+               and (p_task_types is null or r.type = any (p_task_types))
+               and not exists (select 1 from queues q
+                                where q.name = r.queue and (q.paused or q.max_running is not null))
+             order by r.priority desc, r.run_at, r.id
+             limit p_limit
+               for update skip locked);
+        -- The best p_limit of them; the others stay locked (skipped by other claims) until this commits.
+        v_ids := array(select r.id from jobs r where r.id = any (v_ids)
+                        order by r.priority desc, r.run_at, r.id limit p_limit);
+    end if;
+
     return query
     with claimed as (
         update jobs j
@@ -65,18 +133,7 @@ begin
                lease_expires_at = p_now + make_interval(
                    secs => coalesce(p_lease_ms, (select t.lease_ms from task_type_settings t where t.name = j.type),
                                     (select s.lease_ms from queue_settings s)) / 1000.0)
-         -- The rows picked here are locked by this statement: nothing can change them before the update.
-         where j.id = any (array(
-                   select r.id
-                     from jobs r
-                    where r.status in ('pending', 'failed')
-                      and r.run_at <= p_now
-                      and r.attempts < r.max_attempts
-                      and (p_queues is null or r.queue = any (p_queues))
-                      and (p_task_types is null or r.type = any (p_task_types))
-                    order by r.priority desc, r.run_at, r.id
-                    limit p_limit
-                      for update skip locked))
+         where j.id = any (v_ids)
         -- The lease token: a random value for this attempt, returned to this caller only. The attempt's
         -- row keeps its SHA-256, which every later call for the attempt must match.
         returning j.*, gen_random_uuid() as lease_token

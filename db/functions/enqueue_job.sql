@@ -1,6 +1,7 @@
 -- enqueue_job: adds one job (→ pending; notifies pgqw_jobs when it is ready now), or returns the job made before
 -- with this idempotency key (the unique constraint decides between concurrent calls). Unset queue, priority and
 -- max_attempts: the task type's (task_type_settings), then the defaults. Returns the job and created.
+-- p_unique_for: the key is unique only for that window; the stored key is `<key>@<window start>` (UTC).
 -- Raises QV400 (bad argument), QV413 (payload over max_payload_bytes), QI409 (the key was used for another job).
 create or replace function enqueue_job(
     p_type             text,
@@ -9,7 +10,8 @@ create or replace function enqueue_job(
     p_queue            text default null,
     p_priority         integer default null,
     p_run_at           timestamptz default null,
-    p_max_attempts     integer default null
+    p_max_attempts     integer default null,
+    p_unique_for       interval default null
 ) returns table (
     id uuid, type text, payload jsonb, status text, attempts integer, max_attempts integer,
     last_error text, run_at timestamptz, created_at timestamptz, started_at timestamptz,
@@ -28,6 +30,8 @@ declare
     v_priority integer;
     v_job jobs;
     v_created boolean;
+    v_key text := p_idempotency_key;
+    v_window_ms bigint;
 begin
     select * into v_settings from queue_settings;
     -- Unset queue, priority and max_attempts: the task type's (a DBA's value, else the code's), then
@@ -71,16 +75,37 @@ begin
             detail = format('got %s', p_run_at);
     end if;
 
+    -- Unique for a window: the key with the start of the window that holds the job's run_at (now when
+    -- unset), windows counted from the epoch in UTC. Within a window it is one key, so the unique
+    -- constraint still decides between concurrent calls; the next window's key is a new one.
+    if p_unique_for is not null then
+        if p_unique_for < interval '1 millisecond' or p_unique_for > interval '366 days' then
+            raise exception using errcode = 'QV400',
+                message = 'unique_for must be between 1 millisecond and 366 days',
+                detail = format('got %s', p_unique_for);
+        end if;
+        v_window_ms := floor(extract(epoch from p_unique_for) * 1000);
+        v_key := p_idempotency_key || '@' || to_char(
+            to_timestamp((floor(extract(epoch from coalesce(p_run_at, now())) * 1000 / v_window_ms) * v_window_ms)
+                         / 1000.0) at time zone 'UTC',
+            'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+        if length(v_key) > 255 then
+            raise exception using errcode = 'QV400',
+                message = 'idempotency key with unique_for must be at most 230 characters (the window start is added)',
+                detail = format('got %s characters', length(p_idempotency_key));
+        end if;
+    end if;
+
     loop
         insert into jobs as j (type, payload, max_attempts, idempotency_key, queue, priority, run_at)
         values (p_type, p_payload, coalesce(p_max_attempts, v_type.max_attempts, v_settings.max_attempts),
-                p_idempotency_key, v_queue, v_priority, coalesce(p_run_at, now()))
+                v_key, v_queue, v_priority, coalesce(p_run_at, now()))
         on conflict on constraint jobs_idempotency_key_key do nothing
         returning j.* into v_job;
         v_created := found;
         exit when v_created;
         -- The key exists (the insert waited for its inserter to commit). Read it back.
-        select j.* into v_job from jobs j where j.idempotency_key = p_idempotency_key;
+        select j.* into v_job from jobs j where j.idempotency_key = v_key;
         exit when found;
         -- It was deleted in between: try the insert again.
     end loop;
@@ -92,7 +117,7 @@ begin
                           or (p_queue is not null and v_job.queue <> p_queue)
                           or (p_priority is not null and v_job.priority <> p_priority)) then
         raise exception using errcode = 'QI409',
-            message = format('idempotency key %L was already used for a different job', p_idempotency_key),
+            message = format('idempotency key %L was already used for a different job', v_key),
             detail = format('existing job %s has type %s in queue %s; the key may only be reused for the same job',
                             v_job.id, v_job.type, v_job.queue),
             hint = 'use a new idempotency key for a different request';

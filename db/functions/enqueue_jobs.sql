@@ -1,5 +1,6 @@
 -- enqueue_jobs: enqueue_job for a JSON array of {type, payload, idempotency_key[, queue, priority, run_at or delay_ms,
--- max_attempts]} in one insert (→ pending), one notification per queue. Returns one row per element, in order.
+-- max_attempts, unique_for_ms]} in one insert (→ pending), one notification per queue. Returns one row per element,
+-- in order. unique_for_ms: as enqueue_job's p_unique_for (the stored key is `<key>@<window start>`).
 -- Raises QV400 (not an array, a bad element, a key twice in the batch), QV413 (payload too large), QI409.
 create or replace function enqueue_jobs(
     p_jobs  jsonb
@@ -48,12 +49,13 @@ begin
       cross join lateral jsonb_each(e.elem) as f(key, value)
      where jsonb_typeof(f.value) <> 'null'
        and ((f.key in ('type', 'idempotency_key', 'queue', 'run_at') and jsonb_typeof(f.value) <> 'string')
-         or (f.key in ('priority', 'max_attempts', 'delay_ms') and jsonb_typeof(f.value) <> 'number'))
+         or (f.key in ('priority', 'max_attempts', 'delay_ms', 'unique_for_ms') and jsonb_typeof(f.value) <> 'number'))
      order by e.n, f.key limit 1;
     if found then
         raise exception using errcode = 'QV400',
             message = format('job %s: %s must be a JSON %s, got %s', v_bad.n, v_bad.key,
-                             case when v_bad.key in ('priority', 'max_attempts', 'delay_ms') then 'number' else 'string' end,
+                             case when v_bad.key in ('priority', 'max_attempts', 'delay_ms', 'unique_for_ms')
+                                  then 'number' else 'string' end,
                              v_bad.kind);
     end if;
 
@@ -120,6 +122,28 @@ begin
         raise exception using errcode = case when v_bad.too_large and v_bad.problem like 'payload is larger%'
                                              then 'QV413' else 'QV400' end,
             message = format('job %s: %s', v_bad.n, v_bad.problem);
+    end if;
+    -- Unique for a window (enqueue_job's p_unique_for): the key with the start of its run_at's window.
+    select e.n into v_bad from jsonb_array_elements(p_jobs) with ordinality as e(elem, n)
+     where (e.elem ->> 'unique_for_ms')::numeric not between 1 and 31622400000 order by e.n limit 1;
+    if found then
+        raise exception using errcode = 'QV400',
+            message = format('job %s: unique_for_ms must be between 1 and 31622400000 (366 days)', v_bad.n);
+    end if;
+    select array_agg(case when e.elem ->> 'unique_for_ms' is null then b.key
+                          else b.key || '@' || to_char(to_timestamp(
+                              (floor(extract(epoch from b.run_at) * 1000 / floor((e.elem ->> 'unique_for_ms')::numeric))
+                               * floor((e.elem ->> 'unique_for_ms')::numeric)) / 1000.0) at time zone 'UTC',
+                              'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') end
+                     order by b.n)
+      into v_keys
+      from unnest(v_keys, v_run_ats) with ordinality as b(key, run_at, n)
+      join jsonb_array_elements(p_jobs) with ordinality as e(elem, n) on e.n = b.n;
+    select b.n into v_bad from unnest(v_keys) with ordinality as b(key, n) where length(b.key) > 255 order by b.n limit 1;
+    if found then
+        raise exception using errcode = 'QV400',
+            message = format('job %s: idempotency_key with unique_for_ms must be at most 230 characters '
+                             '(the window start is added)', v_bad.n);
     end if;
     select k.key into v_bad from unnest(v_keys) as k(key) group by k.key having count(*) > 1 limit 1;
     if found then

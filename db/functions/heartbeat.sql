@@ -6,7 +6,7 @@ create or replace function heartbeat(
     p_job_ids       uuid[],
     p_lease_tokens  uuid[],
     p_lease_ms      integer default null
-) returns table (job_id uuid, lease_expires_at timestamptz)
+) returns table (job_id uuid, lease_expires_at timestamptz, cancel_requested boolean)
 language plpgsql
 security definer
 set search_path = public, pg_temp
@@ -33,6 +33,7 @@ begin
       from unnest(p_job_ids, p_lease_tokens) as g(job_id, token)
       join job_attempts a on a.job_id = g.job_id and a.lease_token_hash = sha256(uuid_send(g.token))
      where j.id = g.job_id and j.attempts = a.attempt and a.outcome is null and j.locked_by is not null
-    returning j.id, j.lease_expires_at;
+    returning j.id, j.lease_expires_at,
+              exists (select 1 from job_cancel_requests r where r.job_id = j.id);
 end;
 $$;

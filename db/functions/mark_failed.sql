@@ -1,6 +1,7 @@
 -- mark_failed: processing → failed (tries left and p_retryable; run_at = now() + backoff_delay with the p_ arguments,
 -- else the task type's backoff, else queue_settings') or → dead (notifies pgqw_finished), for the attempt whose lease
--- token this is; its job_attempts row becomes failed with p_error (cut to 10,000 characters).
+-- token this is; its job_attempts row becomes failed with p_error (cut to 10,000 characters). A job asked to cancel
+-- (cancel_job) ends cancelled instead (notifies pgqw_finished), its attempt cancelled with p_error.
 -- Returns the job and already_recorded (true: this attempt had already failed with this error, nothing changed).
 -- Raises QV400 (bad argument), QN404 (no such job), QL409 (the token does not hold the job).
 create or replace function mark_failed(
@@ -29,6 +30,7 @@ declare
     v_attempt integer;
     v_outcome text;
     v_recorded_error text;
+    v_cancel boolean;
 begin
     if p_job_id is null or p_lease_token is null or p_retryable is null then
         raise exception using errcode = 'QV400',
@@ -47,17 +49,21 @@ begin
     if v_attempt is null then
         perform raise_job_not_held(p_job_id, null);
     end if;
+    -- A cancel request is read with the job held: cancel_job holds it to make one.
+    perform 1 from jobs k where k.id = p_job_id for update;
+    v_cancel := exists (select 1 from job_cancel_requests r where r.job_id = p_job_id);
     -- The job's task type's backoff where an argument is null (a type no worker registered: none).
     select t.* into v_type from jobs k join task_type_settings t on t.name = k.type where k.id = p_job_id;
 
     update jobs j
-       set status = case when p_retryable and j.attempts < j.max_attempts then 'failed' else 'dead' end,
-           run_at = case when p_retryable and j.attempts < j.max_attempts
+       set status = case when v_cancel then 'cancelled'
+                         when p_retryable and j.attempts < j.max_attempts then 'failed' else 'dead' end,
+           run_at = case when not v_cancel and p_retryable and j.attempts < j.max_attempts
                          then now() + backoff_delay(j.attempts, coalesce(p_base_ms, v_type.backoff_base_ms),
                                                     coalesce(p_max_jitter_ms, v_type.backoff_max_jitter_ms),
                                                     coalesce(p_max_delay_ms, v_type.backoff_max_delay_ms))
                          else j.run_at end,
-           finished_at = case when p_retryable and j.attempts < j.max_attempts
+           finished_at = case when not v_cancel and p_retryable and j.attempts < j.max_attempts
                               then null else greatest(now(), j.started_at) end,
            last_error = v_error,
            locked_by = null,
@@ -65,11 +71,11 @@ begin
      where j.id = p_job_id and j.status = 'processing' and j.attempts = v_attempt and v_outcome is null
     returning j.* into v_job;
     if found then
-        if v_job.status = 'dead' then
+        if v_job.status in ('dead', 'cancelled') then
             perform pg_notify('pgqw_finished', p_job_id::text);
         end if;
         update job_attempts a
-           set outcome = 'failed', error = v_error, finished_at = greatest(now(), a.started_at)
+           set outcome = case when v_cancel then 'cancelled' else 'failed' end, error = v_error, finished_at = greatest(now(), a.started_at)
          where a.job_id = p_job_id and a.attempt = v_attempt;
         return query select v_job.*, false;
         return;
@@ -80,7 +86,7 @@ begin
     -- it is now.
     select a.outcome, a.error into v_outcome, v_recorded_error
       from job_attempts a where a.job_id = p_job_id and a.attempt = v_attempt;
-    if v_outcome = 'failed' and v_recorded_error = v_error then
+    if v_outcome in ('failed', 'cancelled') and v_recorded_error = v_error then
         return query select j.*, true from jobs j where j.id = p_job_id;
         return;
     end if;

@@ -2,7 +2,7 @@
 -- each with its JSON result p_results[i] (a JSON array; null or a missing element: no result; a pair listed twice:
 -- its first result); notifies pgqw_finished.
 -- Returns each job whose attempt succeeded, with already_recorded (true: an earlier call did it); a pair whose
--- token does not hold its job is left alone and missing. Raises QV400.
+-- token does not hold its job, or whose job was asked to cancel, is left alone and missing. Raises QV400.
 create or replace function mark_jobs_succeeded(
     p_job_ids       uuid[],
     p_lease_tokens  uuid[],
@@ -32,6 +32,9 @@ begin
             message = 'results must be a JSON array with at most one element per job id';
     end if;
     perform pg_notify('pgqw_finished', '*');
+    -- Hold the jobs first (in id order), as cancel_job does: the statement below then sees every cancel
+    -- request committed before, and none can come in until this transaction ends.
+    perform 1 from jobs k where k.id = any(p_job_ids) order by k.id for update;
 
     return query
     with pairs as (
@@ -60,6 +63,7 @@ begin
                locked_by = null, lease_expires_at = null
           from given g
          where j.id = g.job_id and j.attempts = g.attempt and g.outcome is null and j.locked_by is not null
+           and not exists (select 1 from job_cancel_requests r where r.job_id = g.job_id)
         returning j.*
     ), recorded as (
         update job_attempts a

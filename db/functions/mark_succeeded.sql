@@ -1,7 +1,8 @@
 -- mark_succeeded: processing → succeeded for the attempt whose lease token this is, with its result (a JSON value or
 -- bytes of a content type) stored in the same statement; the attempt's row becomes succeeded; notifies pgqw_finished.
 -- Returns the job and already_recorded (true: this attempt had already succeeded, nothing changed).
--- Raises QV400 (bad argument or result), QN404 (no such job), QL409 (the token does not hold the job).
+-- Raises QV400 (bad argument or result), QN404 (no such job), QL409 (the token does not hold the job, or a cancel
+-- was requested: nothing is stored, the job ends cancelled through mark_cancelled, mark_failed or a sweep).
 create or replace function mark_succeeded(
     p_job_id        uuid,
     p_lease_token   uuid,
@@ -49,6 +50,16 @@ begin
          where j.id = p_job_id and j.attempts = v_attempt and j.status = 'processing'
         returning j.* into v_job;
         if found then
+            -- Checked after the update holds the row: cancel_job locks it too, so a request committed
+            -- before is seen here, and one made after finds the job succeeded.
+            if exists (select 1 from job_cancel_requests r where r.job_id = p_job_id) then
+                raise exception using errcode = 'QL409',
+                    message = format('job %s was cancelled while attempt %s ran; this result is ignored',
+                                     p_job_id, v_attempt),
+                    hint = 'end the attempt with mark_cancelled',
+                    -- What a caller reads (exc.diag.table_name) to tell this refusal from a lost lease.
+                    table = 'job_cancel_requests';
+            end if;
             update job_attempts a
                set outcome = 'succeeded', finished_at = greatest(now(), a.started_at)
              where a.job_id = p_job_id and a.attempt = v_attempt;

@@ -1,5 +1,6 @@
 -- release_job: processing → pending (runnable at once, max_attempts + 1 so the try is not spent) for the attempt whose
 -- lease token this is; its job_attempts row becomes abandoned (handed_back) with the reason. Notifies pgqw_jobs.
+-- A job asked to cancel (cancel_job) ends cancelled instead, its attempt cancelled; notifies pgqw_finished.
 -- Returns the job and already_recorded (true: this attempt was already handed back, nothing changed).
 -- Raises QV400 (bad argument), QN404 (no such job), QL409 (the token does not hold the job).
 create or replace function release_job(
@@ -24,6 +25,7 @@ declare
     v_worker text;
     v_outcome text;
     v_abandon text;
+    v_cancel boolean;
 begin
     if p_job_id is null or p_lease_token is null then
         raise exception using errcode = 'QV400', message = 'job id and lease token must not be null';
@@ -36,17 +38,29 @@ begin
     v_reason := format('handed back by worker %s: %s', v_worker,
                        coalesce(nullif(btrim(p_reason), ''), 'no reason given'));
 
+    -- A cancel request is read with the job held: cancel_job holds it to make one.
+    perform 1 from jobs k where k.id = p_job_id for update;
+    v_cancel := exists (select 1 from job_cancel_requests r where r.job_id = p_job_id);
+
     update jobs j
-       set status = 'pending', run_at = now(), max_attempts = j.max_attempts + 1,
+       set status = case when v_cancel then 'cancelled' else 'pending' end,
+           run_at = case when v_cancel then j.run_at else now() end,
+           max_attempts = case when v_cancel then j.max_attempts else j.max_attempts + 1 end,
+           finished_at = case when v_cancel then greatest(now(), j.started_at) end,
            locked_by = null, lease_expires_at = null
      where j.id = p_job_id and j.status = 'processing' and j.attempts = v_attempt and v_outcome is null
     returning j.* into v_job;
     if found then
         update job_attempts a
-           set outcome = 'abandoned', abandon_reason = 'handed_back', error = left(v_reason, 10000),
-               finished_at = greatest(now(), a.started_at)
+           set outcome = case when v_cancel then 'cancelled' else 'abandoned' end,
+               abandon_reason = case when v_cancel then null else 'handed_back' end,
+               error = left(v_reason, 10000), finished_at = greatest(now(), a.started_at)
          where a.job_id = p_job_id and a.attempt = v_attempt;
-        perform pg_notify('pgqw_jobs', v_job.queue);
+        if v_cancel then
+            perform pg_notify('pgqw_finished', p_job_id::text);
+        else
+            perform pg_notify('pgqw_jobs', v_job.queue);
+        end if;
         return query select v_job.*, false;
         return;
     end if;
@@ -55,7 +69,7 @@ begin
     -- it was handed back. The job may have moved on since.
     select a.outcome, a.abandon_reason into v_outcome, v_abandon
       from job_attempts a where a.job_id = p_job_id and a.attempt = v_attempt;
-    if v_outcome = 'abandoned' and v_abandon = 'handed_back' then
+    if (v_outcome = 'abandoned' and v_abandon = 'handed_back') or v_outcome = 'cancelled' then
         return query select j.*, true from jobs j where j.id = p_job_id;
         return;
     end if;

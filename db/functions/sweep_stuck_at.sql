@@ -1,6 +1,7 @@
 -- sweep_stuck_at: sweep_stuck as if the time were p_now (the owner's test clock and repairs; no role may execute
 -- it): recovers the processing jobs whose lease expired before p_now (→ pending with tries left, else → dead;
--- last_error names the worker; its attempt abandoned; locked rows skipped). Returns one row per swept job. QV400.
+-- last_error names the worker; its attempt abandoned; locked rows skipped; a job asked to cancel → cancelled).
+-- Returns one row per swept job. QV400.
 create or replace function sweep_stuck_at(
     p_now  timestamptz
 ) returns table (job_id uuid, attempt integer, worker_id text, status text, lease_expired_at timestamptz)
@@ -15,16 +16,18 @@ begin
 
     return query
     with stuck as (
-        select j.id, j.attempts, j.locked_by, j.lease_expires_at
+        select j.id, j.attempts, j.locked_by, j.lease_expires_at,
+               exists (select 1 from job_cancel_requests r where r.job_id = j.id) as cancel
           from jobs j
          where j.status = 'processing' and j.lease_expires_at < p_now
          order by j.lease_expires_at
            for update skip locked
     ), swept as (
         update jobs j
-           set status = case when j.attempts < j.max_attempts then 'pending' else 'dead' end,
-               run_at = case when j.attempts < j.max_attempts then now() else j.run_at end,
-               finished_at = case when j.attempts < j.max_attempts
+           set status = case when stuck.cancel then 'cancelled'
+                             when j.attempts < j.max_attempts then 'pending' else 'dead' end,
+               run_at = case when not stuck.cancel and j.attempts < j.max_attempts then now() else j.run_at end,
+               finished_at = case when not stuck.cancel and j.attempts < j.max_attempts
                                   then null else greatest(now(), j.started_at) end,
                last_error = format('worker %s stopped responding: its lease on attempt %s expired at %s',
                                    stuck.locked_by, stuck.attempts, stuck.lease_expires_at),

@@ -31,12 +31,13 @@ do $$
 declare
     -- Every function in db/functions, one name each (none is overloaded).
     v_functions constant text := 'backoff_delay, claim_job, claim_jobs, claim_jobs_at, enqueue_job, enqueue_jobs, heartbeat, '
-        'mark_failed, mark_jobs_succeeded, mark_succeeded, queue_stats, raise_job_not_held, release_job, '
+        'mark_failed, mark_jobs_succeeded, mark_succeeded, prune_jobs, queue_stats, raise_job_not_held, release_job, '
         'register_task_types, register_worker, report_concurrency, report_double_runs, report_latest_jobs, '
-        'report_timeline, retry_dead, stop_worker, sweep_stuck, sweep_stuck_at';
+        'report_timeline, retry_dead, stop_worker, sweep_stuck, sweep_stuck_at, pause_queue, resume_queue, set_queue_limit, '
+        'cancel_job, mark_cancelled';
     -- schema_migrations is pgqw migrate's ledger; a database installed with psql alone has none.
     v_tables constant text := 'jobs, job_attempts, job_results, flyers, queue_settings, task_types, '
-        'task_type_settings, workers'
+        'task_type_settings, workers, queues, job_cancel_requests'
         || case when to_regclass('schema_migrations') is null then '' else ', schema_migrations' end;
     v_role text;
     v_grant record;
@@ -57,13 +58,21 @@ begin
         select g.role, g.privilege from (values
             -- The API: POST /api/jobs, POST .../retry, GET /metrics; the job, attempt and flyer reads.
             ('pgqw_api', 'execute on function enqueue_job, enqueue_jobs, retry_dead, queue_stats'),
+            -- GET /api/queues, POST /api/queues/{name}/pause, /resume, /limit.
+            ('pgqw_api', 'execute on function pause_queue, resume_queue, set_queue_limit'),
+            ('pgqw_api', 'select on table queues'),
+            -- POST /api/jobs/{id}/cancel, and whether a running job was asked to stop.
+            ('pgqw_api', 'execute on function cancel_job'),
+            ('pgqw_api', 'select on table job_cancel_requests'),
             ('pgqw_api', 'select on table jobs, job_attempts, job_results, flyers, task_types, task_type_settings, '
                          'workers'),
             -- Workers: the functions of their work, and no table. Every answer they need comes from the
             -- functions (the lease a claim granted, already_recorded after a lost reply).
             ('pgqw_worker', 'execute on function claim_job, claim_jobs, heartbeat, mark_succeeded, '
                             'mark_jobs_succeeded, mark_failed, release_job, sweep_stuck, register_task_types, '
-                            'register_worker, stop_worker'),
+                            'register_worker, stop_worker, prune_jobs'),
+            -- Ending an attempt whose job was asked to cancel (heartbeat says so).
+            ('pgqw_worker', 'execute on function mark_cancelled'),
             -- Operators (pgqw report, pgqw check-idempotency, psql): every function but the internal
             -- raise_job_not_held and the owner's clock (claim_jobs_at, sweep_stuck_at), every table read,
             -- the settings changed. Still no direct write to jobs
@@ -72,7 +81,9 @@ begin
                            'enqueue_jobs, heartbeat, mark_failed, mark_jobs_succeeded, mark_succeeded, '
                            'queue_stats, register_task_types, register_worker, release_job, report_concurrency, '
                            'report_double_runs, report_latest_jobs, report_timeline, retry_dead, stop_worker, '
-                           'sweep_stuck'),
+                           'sweep_stuck, prune_jobs'),
+            ('pgqw_admin', 'execute on function pause_queue, resume_queue, set_queue_limit'),
+            ('pgqw_admin', 'execute on function cancel_job, mark_cancelled'),
             ('pgqw_admin', format('select on table %s', v_tables)),
             -- A DBA's settings: queue_settings, and the plain (not code_*) columns of a task type.
             ('pgqw_admin', 'update on table queue_settings'),

@@ -155,7 +155,7 @@ Functions, their arguments and the state change each makes:
 | `enqueue_jobs(jobs jsonb)` | → pending, many in one call | QV400, QV413, QI409 |
 | `claim_job(worker_id, queues, lease_ms, task_types)` | pending/failed → processing (only `task_types` when given); returns the job and its `lease_token` | QV400 |
 | `claim_jobs(worker_id, limit, queues, lease_ms, task_types)` | the same, up to `limit` jobs | QV400 |
-| `heartbeat(job_ids, lease_tokens, lease_ms)` | extends the leases those tokens hold | QV400 |
+| `heartbeat(job_ids, lease_tokens, lease_ms)` | extends the leases those tokens hold; answers `cancel_requested` per job | QV400 |
 | `mark_succeeded(job_id, lease_token, result_type, result_value, result_data)` | processing → succeeded, with its result in `job_results` | QV400, QN404, QL409 |
 | `mark_jobs_succeeded(job_ids, lease_tokens, results)` | the same for many, JSON results | QV400 |
 | `mark_failed(job_id, lease_token, error, retryable, base_ms, max_jitter_ms, max_delay_ms)` | processing → failed (backoff) or dead | QV400, QN404, QL409 |
@@ -163,8 +163,12 @@ Functions, their arguments and the state change each makes:
 | `sweep_stuck()` | expired processing → pending, or dead (the server's clock) | none |
 | `claim_jobs_at(now, ...)`, `sweep_stuck_at(now)` | the same as of another time: the owner's only (tests, repairs) | QV400 |
 | `retry_dead(job_id, extra_attempts)` | dead → pending | QV400, QN404, QS409 |
+| `cancel_job(job_id)` | pending/failed → cancelled; processing: the cancel is requested (heartbeat answers it) | QV400, QN404, QS409 (already finished) |
+| `mark_cancelled(job_id, lease_token)` | processing → cancelled, once a cancel was requested (`mark_failed` and `release_job` of such a job, and the sweep, end it cancelled too) | QV400, QN404, QL409, QS409 |
 | `register_task_types(types jsonb)` | upserts task types: schema and `code_*` defaults (never a DBA's columns) | QV400 |
 | `register_worker(worker_id, task_types, queues, concurrency, hostname, pid, ttl_ms)`, `stop_worker(worker_id)` | a worker's presence | QV400 |
+| `pause_queue(queue)`, `resume_queue(queue)` | claims skip a paused queue (enqueues still land in it); idempotent; returns the `queues` row | QV400 |
+| `set_queue_limit(queue, max_running)` | at most `max_running` of the queue's jobs processing at once, across all workers (null: no limit); the claim enforces it | QV400 |
 | `backoff_delay(attempt, base_ms, max_jitter_ms, max_delay_ms, jitter)` | none | QV400 |
 | `queue_stats()`, `report_timeline(job_id)`, `report_concurrency(prefix)`, `report_double_runs(prefix)`, `report_latest_jobs(limit)` | none (reads) | QV400, QN404 |
 

@@ -59,10 +59,17 @@ ROUTES = [
     ("GET", "/api/jobs/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f"),
     ("GET", "/api/jobs/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/attempts"),
     ("POST", "/api/jobs/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/retry"),
+    ("POST", "/api/jobs/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/cancel"),
     ("GET", "/api/jobs/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/flyer"),
     ("GET", "/api/jobs/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/result"),
     ("GET", "/api/task-types"),
     ("GET", "/api/stats"),
+    ("GET", "/api/queues"),
+    # A queue named like the job id above, so the documented path's {id} matches.
+    ("POST", "/api/queues/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/pause"),
+    ("POST", "/api/queues/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/resume"),
+    ("PUT", "/api/queues/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/limit"),
+    ("POST", "/api/queues/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/limit"),
     ("GET", "/api/openapi.json"),
 ]
 

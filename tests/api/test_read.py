@@ -221,7 +221,8 @@ def test_list_jobs_empty_parameters_mean_no_filter(client: FlaskClient, conn: ps
 
 def test_stats_counts_every_status(client: FlaskClient, conn: psycopg.Connection) -> None:
     assert data(client.get("/api/stats")) == {
-        "counts": {"pending": 0, "processing": 0, "succeeded": 0, "failed": 0, "dead": 0}, "total": 0,
+        "counts": {"pending": 0, "processing": 0, "succeeded": 0, "failed": 0, "dead": 0, "cancelled": 0},
+        "total": 0,
     }
     states.pending(conn)
     states.pending(conn)
@@ -230,7 +231,8 @@ def test_stats_counts_every_status(client: FlaskClient, conn: psycopg.Connection
     states.dead(conn)
     states.succeeded(conn)
     assert data(client.get("/api/stats")) == {
-        "counts": {"pending": 2, "processing": 1, "succeeded": 1, "failed": 1, "dead": 1}, "total": 6,
+        "counts": {"pending": 2, "processing": 1, "succeeded": 1, "failed": 1, "dead": 1, "cancelled": 0},
+        "total": 6,
     }
 
 

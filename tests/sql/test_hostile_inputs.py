@@ -409,6 +409,18 @@ BAD_CALLS = [
     bad("retry_dead", "processing-job", "select * from retry_dead(<processing>)", "QS409"),
     bad("retry_dead", "succeeded-job", "select * from retry_dead(<succeeded>)", "QS409"),
     bad("retry_dead", "failed-job", "select * from retry_dead(<failed>)", "QS409"),
+    # cancel_job(job_id): only a job not yet finished
+    bad("cancel_job", "null-job", "select * from cancel_job(null)", "QV400"),
+    bad("cancel_job", "unknown-job", "select * from cancel_job(<unknown>)", "QN404"),
+    bad("cancel_job", "id-not-uuid", "select * from cancel_job('not-a-uuid')", "22P02"),
+    bad("cancel_job", "succeeded-job", "select * from cancel_job(<succeeded>)", "QS409"),
+    bad("cancel_job", "dead-job", "select * from cancel_job(<dead>)", "QS409"),
+    # mark_cancelled(job_id, lease_token): only once a cancel was requested
+    bad("mark_cancelled", "null-job", "select * from mark_cancelled(null, <tok:processing>)", "QV400"),
+    bad("mark_cancelled", "null-token", "select * from mark_cancelled(<processing>, null)", "QV400"),
+    bad("mark_cancelled", "unknown-job", "select * from mark_cancelled(<unknown>, <tok:processing>)", "QN404"),
+    bad("mark_cancelled", "not-requested", "select * from mark_cancelled(<processing>, <tok:processing>)", "QS409"),
+    bad("mark_cancelled", "other-token", "select * from mark_cancelled(<processing>, <tok:failed>)", "QL409"),
     # register_task_types(types): a JSON array of {name, payload_schema, and settings}
     bad("register_task_types", "null", "select * from register_task_types(null)", "QV400"),
     bad("register_task_types", "json-null", "select * from register_task_types('null')", "QV400"),
@@ -490,6 +502,11 @@ BAD_CALLS = [
     # stop_worker(worker_id)
     bad("stop_worker", "null-worker", "select * from stop_worker(null)", "QV400"),
     bad("stop_worker", "nul-worker", f"select * from stop_worker('w1' || {NUL})", "54000"),
+    # prune_jobs(older_than, statuses, batch)
+    bad("prune_jobs", "negative-million-years", "select prune_jobs(interval '-1000000 years')", "QV400"),
+    bad("prune_jobs", "pending-status", "select prune_jobs(interval '0', array['pending'])", "QV400"),
+    bad("prune_jobs", "injection-status", f"select prune_jobs(interval '0', array[$${INJECTION}$$])", "QV400"),
+    bad("prune_jobs", "max-int-batch", "select prune_jobs(interval '0', p_batch => 2147483647)", "QV400"),
     # sweep_stuck(): the server's clock; the old form with a time matches no function
     bad("sweep_stuck", "old-form-null-now", "select * from sweep_stuck(null::timestamptz)", "42883"),
     bad("sweep_stuck", "old-form-far-future", "select * from sweep_stuck('infinity'::timestamptz)", "42883"),
@@ -511,6 +528,18 @@ BAD_CALLS = [
     bad("report_timeline", "null-job", "select * from report_timeline(null)", "QV400"),
     bad("report_timeline", "unknown-job", "select * from report_timeline(<unknown>)", "QN404"),
     bad("report_timeline", "id-not-uuid", "select * from report_timeline('x')", "22P02"),
+    # pause_queue(queue), resume_queue(queue), set_queue_limit(queue, max_running)
+    bad("pause_queue", "null-queue", "select * from pause_queue(null)", "QV400"),
+    bad("pause_queue", "whitespace-queue", f"select * from pause_queue({BLANK})", "QV400"),
+    bad("pause_queue", "queue-101-chars", "select * from pause_queue(repeat('q', 101))", "QV400"),
+    bad("resume_queue", "null-queue", "select * from resume_queue(null)", "QV400"),
+    bad("resume_queue", "whitespace-queue", f"select * from resume_queue({BLANK})", "QV400"),
+    bad("resume_queue", "queue-101-chars", "select * from resume_queue(repeat('q', 101))", "QV400"),
+    bad("set_queue_limit", "null-queue", "select * from set_queue_limit(null, 1)", "QV400"),
+    bad("set_queue_limit", "whitespace-queue", f"select * from set_queue_limit({BLANK}, 1)", "QV400"),
+    bad("set_queue_limit", "zero-limit", "select * from set_queue_limit('q', 0)", "QV400"),
+    bad("set_queue_limit", "min-int-limit", "select * from set_queue_limit('q', -2147483648)", "QV400"),
+    bad("set_queue_limit", "limit-overflow", "select * from set_queue_limit('q', 2147483648)", "42883"),
 ]
 
 # Hostile but valid: each must succeed, return what is said, and change nothing.
@@ -590,6 +619,7 @@ FINE_CALLS = [
     fine("register_task_types", "empty-array", "select count(*) from register_task_types('[]')", 0),
     fine("stop_worker", "unknown-worker", "select count(*) from stop_worker('no-such-worker')", 0),
     fine("stop_worker", "injection-worker", f"select count(*) from stop_worker($${INJECTION}$$)", 0),
+    fine("prune_jobs", "age-of-a-million-years", "select prune_jobs(interval '1000000 years')", 0),
     fine("sweep_stuck", "now", "select count(*) from sweep_stuck()", 0),
     fine("sweep_stuck_at", "minus-infinity", "select count(*) from sweep_stuck_at('-infinity')", 0),
     fine("queue_stats", "reads-only", "select count(*) > 0 from queue_stats()", True),
@@ -637,6 +667,7 @@ def digest(conn: psycopg.Connection) -> dict[str, Any]:
                    as results_md5,
                (select md5(coalesce(string_agg(t::text, '|' order by t.name), '')) from task_types t) as types_md5,
                (select md5(coalesce(string_agg(w::text, '|' order by w.id), '')) from workers w) as workers_md5,
+               (select md5(coalesce(string_agg(q::text, '|' order by q.name), '')) from queues q) as queues_md5,
                (select md5(string_agg(s::text, '|')) from queue_settings s) as settings_md5""")
 
 

@@ -24,14 +24,15 @@ from tests.sql.queue_state import snapshot
 
 ROLES = ("pgqw_api", "pgqw_worker", "pgqw_admin")
 TABLES = ("jobs", "job_attempts", "job_results", "flyers", "queue_settings", "task_types", "task_type_settings",
-          "workers", "schema_migrations")
+          "workers", "queues", "job_cancel_requests", "schema_migrations")
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
 
 # The functions that change state run as their owner (security definer).
 STATE_CHANGING = (
     "enqueue_job", "enqueue_jobs", "claim_job", "claim_jobs", "claim_jobs_at", "mark_succeeded",
     "mark_jobs_succeeded", "mark_failed", "heartbeat", "sweep_stuck", "sweep_stuck_at", "release_job", "retry_dead",
-    "register_task_types", "register_worker", "stop_worker",
+    "register_task_types", "register_worker", "stop_worker", "prune_jobs",
+    "pause_queue", "resume_queue", "set_queue_limit", "cancel_job", "mark_cancelled",
 )
 # The owner's clock: claims and sweeps as of a time given. No role may execute them.
 OWNER_ONLY = {"raise_job_not_held", "claim_jobs_at", "sweep_stuck_at"}
@@ -41,15 +42,17 @@ INVOKER = ("backoff_delay", "raise_job_not_held", "queue_stats", "report_concurr
 
 # Exactly what each role may do (db/security/grants.sql).
 EXECUTE = {
-    "pgqw_api": {"enqueue_job", "enqueue_jobs", "retry_dead", "queue_stats"},
+    "pgqw_api": {"enqueue_job", "enqueue_jobs", "retry_dead", "queue_stats", "pause_queue", "resume_queue",
+                 "set_queue_limit", "cancel_job"},
     "pgqw_worker": {"claim_job", "claim_jobs", "heartbeat", "mark_succeeded", "mark_jobs_succeeded",
                     "mark_failed", "release_job", "sweep_stuck", "register_task_types", "register_worker",
-                    "stop_worker"},
+                    "stop_worker", "prune_jobs", "mark_cancelled"},
     "pgqw_admin": (set(STATE_CHANGING) | set(INVOKER)) - OWNER_ONLY,
 }
 GRANTED = {
     "pgqw_api": {(t, "SELECT") for t in ("jobs", "job_attempts", "job_results", "flyers", "task_types",
-                                         "task_type_settings", "workers")},
+                                         "task_type_settings", "workers", "queues",
+                                         "job_cancel_requests")},
     # Workers read no table: every answer they need comes from the functions.
     "pgqw_worker": set(),
     "pgqw_admin": {(t, "SELECT") for t in TABLES} | {("queue_settings", "UPDATE")},
@@ -65,6 +68,8 @@ CALLS = {
     "enqueue_job": "select * from enqueue_job('t', '{}'::jsonb, 'k-refused')",
     "enqueue_jobs": "select * from enqueue_jobs('[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"k\"}]')",
     "retry_dead": "select * from retry_dead(gen_random_uuid())",
+    "cancel_job": "select * from cancel_job(gen_random_uuid())",
+    "mark_cancelled": "select * from mark_cancelled(gen_random_uuid(), gen_random_uuid())",
     "queue_stats": "select * from queue_stats()",
     "claim_job": "select * from claim_job('w-refused')",
     "claim_jobs": "select * from claim_jobs('w-refused', 10)",
@@ -79,6 +84,10 @@ CALLS = {
     "register_task_types": "select * from register_task_types('[{\"name\": \"t-refused\", \"payload_schema\": {}}]')",
     "register_worker": "select * from register_worker('w-refused', array['t'])",
     "stop_worker": "select * from stop_worker('w-refused')",
+    "pause_queue": "select * from pause_queue('q-refused')",
+    "resume_queue": "select * from resume_queue('q-refused')",
+    "set_queue_limit": "select * from set_queue_limit('q-refused', 1)",
+    "prune_jobs": "select prune_jobs(interval '3650 days', p_batch => 1)",
     "backoff_delay": "select backoff_delay(1)",
     "raise_job_not_held": "select raise_job_not_held(gen_random_uuid(), 1)",
     "report_timeline": "select * from report_timeline(gen_random_uuid())",

@@ -1,0 +1,59 @@
+-- mark_cancelled: processing → cancelled for the attempt whose lease token this is, when a cancel was requested
+-- (cancel_job); its job_attempts row becomes cancelled; notifies pgqw_finished. Returns the job and already_recorded
+-- (true: this attempt had already ended cancelled). Raises QV400, QN404, QL409 (the token does not hold the job),
+-- QS409 (no cancel was requested).
+create or replace function mark_cancelled(
+    p_job_id       uuid,
+    p_lease_token  uuid
+) returns table (
+    id uuid, type text, payload jsonb, status text, attempts integer, max_attempts integer,
+    last_error text, run_at timestamptz, created_at timestamptz, started_at timestamptz,
+    finished_at timestamptz, locked_by text, lease_expires_at timestamptz,
+    idempotency_key text, queue text, priority integer, already_recorded boolean
+)
+language plpgsql
+security definer
+set search_path = public, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    v_job jobs;
+    v_attempt integer;
+    v_outcome text;
+    v_requested_at timestamptz;
+begin
+    if p_job_id is null or p_lease_token is null then
+        raise exception using errcode = 'QV400', message = 'job id and lease token must not be null';
+    end if;
+    select a.attempt, a.outcome into v_attempt, v_outcome
+      from job_attempts a where a.job_id = p_job_id and a.lease_token_hash = sha256(uuid_send(p_lease_token));
+    if v_attempt is null then
+        perform raise_job_not_held(p_job_id, null);
+    end if;
+    select r.requested_at into v_requested_at from job_cancel_requests r where r.job_id = p_job_id;
+    if v_requested_at is null then
+        raise exception using errcode = 'QS409',
+            message = format('job %s was not asked to cancel; report its success or failure instead', p_job_id);
+    end if;
+
+    update jobs j
+       set status = 'cancelled', finished_at = greatest(now(), j.started_at), locked_by = null, lease_expires_at = null
+     where j.id = p_job_id and j.status = 'processing' and j.attempts = v_attempt and v_outcome is null
+    returning j.* into v_job;
+    if found then
+        update job_attempts a
+           set outcome = 'cancelled', finished_at = greatest(now(), a.started_at),
+               error = format('cancelled on request (asked at %s)', v_requested_at)
+         where a.job_id = p_job_id and a.attempt = v_attempt;
+        perform pg_notify('pgqw_finished', p_job_id::text);
+        return query select v_job.*, false;
+        return;
+    end if;
+    select a.outcome into v_outcome from job_attempts a where a.job_id = p_job_id and a.attempt = v_attempt;
+    if v_outcome = 'cancelled' then
+        return query select j.*, true from jobs j where j.id = p_job_id;
+        return;
+    end if;
+    perform raise_job_not_held(p_job_id, v_attempt);
+end;
+$$;
