@@ -99,7 +99,7 @@ class Executor:
 
     def execute(self, run: Running) -> None:
         outcome = self.outcome(run)
-        if run.cancelled and not run.recorded:
+        if run.cancelled:
             # Cancelled while it ran: whatever the handler did, the attempt ends cancelled.
             outcome = Cancelled(note=outcome.error if isinstance(outcome, Failed) else None)
         self.recorder.record(run, outcome, self.clock() - run.started)

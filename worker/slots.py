@@ -33,7 +33,6 @@ class Running:
     next_beat: float = 0.0          # clock() time its lease is due to be extended
     state: str = "running"          # running → marking | releasing
     lost: bool = False              # a heartbeat found the lease gone: the result will be refused
-    recorded: bool = False          # the handler's ctx.finish committed the success with its output
     cancelled: bool = False         # a heartbeat answered that cancel_job asked this job to stop
 
     def tag(self) -> str:
