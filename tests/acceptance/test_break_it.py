@@ -32,9 +32,11 @@ def test_break_it_concurrency_cap_holds_under_burst_of_50(stack: Stack) -> None:
     assert r["sent"] == 50 and r["accepted"] == 50
     assert r["peak_db"] == 5, "peak worked out from job_attempts timestamps"
     assert r["peak_log"] == 5, "peak the worker logged"
-    assert r["succeeded"] == 50 and r["dead"] == 0
-    assert r["attempts"] == 50 + r["failed_attempts"] + r["abandoned_attempts"]
-    assert r["flyers"] == 50
+    # Every job ends: succeeded, or dead only after all five attempts failed (the simulated 20 %
+    # failure rate makes that about one job in 3,000).
+    assert r["succeeded"] + r["dead"] == 50 and r["dead"] == r["dead_every_attempt_failed"] <= 2
+    assert r["attempts"] == r["succeeded"] + r["failed_attempts"] + r["abandoned_attempts"]
+    assert r["flyers"] == r["succeeded"]
     assert r["overlapping"] == 0 and r["succeeded_twice"] == 0
 
 
@@ -73,7 +75,8 @@ def test_break_it_same_idempotency_key_twice_makes_one_job(stack: Stack) -> None
 
 def test_break_it_two_workers_never_run_one_job_at_once(stack: Stack) -> None:
     r = scenarios.two_workers(stack, P).numbers
-    assert r["succeeded"] == 50 and r["flyers"] == 50
+    assert r["succeeded"] + r["dead"] == 50 and r["dead"] == r["dead_every_attempt_failed"] <= 2
+    assert r["flyers"] == r["succeeded"]
     assert r["overlapping"] == 0
     assert r["succeeded_twice"] == 0
     assert len(r["peaks"]) == 2 and all(1 <= peak <= 5 for peak in r["peaks"].values())
