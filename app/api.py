@@ -26,7 +26,7 @@ from pgqw import db
 from . import POOL_KEY
 from .errors import ApiError
 from .openapi import document
-from .serialize import BadCursor, attempt_json, decode_cursor, encode_cursor, job_json
+from .serialize import BadCursor, attempt_json, decode_cursor, encode_cursor, iso, job_json
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -35,6 +35,8 @@ IDEMPOTENCY_KEY_MAX = 255
 # The rule of the jobs_idempotency_key_charset constraint (db/migrations/0002), checked here first
 # so the answer can say what is wrong with the header.
 IDEMPOTENCY_KEY_RE = re.compile(r"[!-~]{1,255}")
+# The schedules_name_charset constraint's rule (db/migrations/0010_schedules.sql).
+SCHEDULE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 QUEUE_MAX = 100
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1  # the range of jobs.priority (integer)
 LIMIT_DEFAULT, LIMIT_MAX = 20, 100
@@ -422,7 +424,37 @@ def get_job(job_id: str) -> Response:
     return ok(job_json(job))
 
 
-def _list_arguments() -> tuple[str | None, int, Any]:
+# The job search's filters besides status (GET /api/jobs?id_prefix=&type=&queue=).
+SEARCH_FILTERS = ("id_prefix", "type", "queue")
+ID_PREFIX_MAX = 36  # a whole job id with its dashes
+
+
+def _search_filters(errors: list[dict[str, str]]) -> dict[str, str]:
+    """id_prefix: 1 to 32 hex digits (dashes allowed); type and queue: 1 to 100 characters, matched exactly."""
+    found: dict[str, str] = {}
+    id_prefix = request.args.get("id_prefix") or None
+    if id_prefix is not None:
+        try:
+            if len(id_prefix) > ID_PREFIX_MAX:
+                raise ValueError("too long")
+            db.job_id_range(id_prefix)
+            found["id_prefix"] = id_prefix
+        except ValueError:
+            errors.append({"field": "id_prefix", "problem": "must be the start of a job id: 1 to 32 hex digits "
+                                                           "(0-9, a-f; dashes allowed)"})
+    for name in ("type", "queue"):
+        value = request.args.get(name) or None
+        if value is None:
+            continue
+        problem = _bad_text(value) or (f"must be at most {QUEUE_MAX} characters" if len(value) > QUEUE_MAX else None)
+        if problem:
+            errors.append({"field": name, "problem": problem})
+        else:
+            found[name] = value
+    return found
+
+
+def _list_arguments() -> tuple[str | None, int, Any, dict[str, str]]:
     errors: list[dict[str, str]] = []
     status = request.args.get("status") or None
     if status is not None and status not in STATUSES:
@@ -444,20 +476,25 @@ def _list_arguments() -> tuple[str | None, int, Any]:
             after = decode_cursor(cursor_text)
         except BadCursor:
             errors.append({"field": "cursor", "problem": "is not a cursor this API returned (use nextCursor)"})
-    for name in sorted(set(request.args) - {"status", "limit", "cursor"}):
-        errors.append({"field": name, "problem": "unknown query parameter"})
+    search = _search_filters(errors)
+    for name in sorted(set(request.args) - {"status", "limit", "cursor", *SEARCH_FILTERS}):
+        errors.append({"field": name[:64], "problem": "unknown query parameter"})
     if errors:
         raise ApiError(400, "invalid_query",
                        "bad query: " + "; ".join(f"{e['field']} {e['problem']}" for e in errors), errors)
-    return status, limit, after
+    return status, limit, after, search
 
 
 @bp.get("/jobs")
 def list_jobs() -> Response:
-    """Newest first, keyset-paginated on (created_at, id): every page costs one index range scan."""
-    status, limit, after = _list_arguments()
+    """Newest first, keyset-paginated on (created_at, id): every page costs one index range scan.
+    With id_prefix, type or queue it is the console's job search (db.search_jobs), same pages."""
+    status, limit, after, search = _list_arguments()
     with pool().connection() as conn:
-        page = db.list_jobs(conn, status=status, limit=limit, after=after)
+        if search:
+            page = db.search_jobs(conn, status=status, limit=limit, after=after, **search)
+        else:
+            page = db.list_jobs(conn, status=status, limit=limit, after=after)
     return ok({
         "jobs": [job_json(j) for j in page.jobs],
         "nextCursor": encode_cursor(page.next_cursor) if page.next_cursor else None,
@@ -466,7 +503,7 @@ def list_jobs() -> Response:
 
 @bp.get("/stats")
 def stats() -> Response:
-    """Jobs per status. A count over the whole table, so it is its own route, not part of each page."""
+    """Jobs per status, from queue_stats() (history figures estimated beyond 10,000): its own route."""
     with pool().connection() as conn:
         counts = db.count_by_status(conn)
     return ok({"counts": counts, "total": sum(counts.values())})
@@ -564,6 +601,103 @@ def set_queue_limit(name: str) -> Response:
     with pool().connection() as conn:
         row = db.set_queue_limit(conn, queue=queue, max_running=n)
     return ok(queue_json(row))
+
+
+def worker_json(w: db.WorkerStatus) -> dict[str, Any]:
+    return {"id": w.id, "hostname": w.hostname, "pid": w.pid, "queues": w.queues, "taskTypes": w.task_types,
+            "concurrency": w.concurrency, "startedAt": iso(w.started_at), "lastSeenAt": iso(w.last_seen_at),
+            "expiresAt": iso(w.expires_at), "stoppedAt": iso(w.stopped_at), "alive": w.alive}
+
+
+WORKERS_SHOWN = 200
+
+
+@bp.get("/workers")
+def list_workers() -> Response:
+    """The workers that registered (register_worker), the live ones first, at most 200. alive is the
+    database's verdict: the worker's own heartbeat keeps expires_at ahead of now() and it has not stopped."""
+    with pool().connection() as conn:
+        found = db.list_worker_status(conn, limit=WORKERS_SHOWN)
+    return ok([worker_json(w) for w in found])
+
+
+THROUGHPUT_MINUTES_DEFAULT, THROUGHPUT_MINUTES_MAX, THROUGHPUT_BUCKETS = 60, 1440, 60
+
+
+@bp.get("/throughput")
+def throughput() -> Response:
+    """Finished attempts per queue over the last `minutes` (default 60, at most 1440), in buckets of equal
+    width ending now: at most 60 of them (one a minute for the last hour)."""
+    errors: list[dict[str, str]] = []
+    minutes = THROUGHPUT_MINUTES_DEFAULT
+    text = request.args.get("minutes")
+    if text is not None:
+        if text.isascii() and text.isdigit() and len(text) <= 4 and 1 <= int(text) <= THROUGHPUT_MINUTES_MAX:
+            minutes = int(text)
+        else:
+            errors.append({"field": "minutes", "problem": f"must be a whole number from 1 to {THROUGHPUT_MINUTES_MAX}"})
+    for name in sorted(set(request.args) - {"minutes"}):
+        errors.append({"field": name[:64], "problem": "unknown query parameter"})
+    if errors:
+        raise ApiError(400, "invalid_query",
+                       "bad query: " + "; ".join(f"{e['field']} {e['problem']}" for e in errors), errors)
+    buckets = min(minutes, THROUGHPUT_BUCKETS)
+    with pool().connection() as conn:
+        found = db.throughput(conn, minutes=minutes, buckets=buckets)
+    queues: dict[str, dict[str, Any]] = {}
+    for c in found.counts:
+        q = queues.setdefault(c.queue, {"name": c.queue, "succeeded": [0] * buckets, "failed": [0] * buckets})
+        q["succeeded"][c.bucket] += c.succeeded
+        q["failed"][c.bucket] += c.failed
+    return ok({"since": iso(found.since), "until": iso(found.until), "minutes": minutes, "buckets": buckets,
+               "bucketSeconds": minutes * 60 / buckets,
+               "queues": [{**q, "totalSucceeded": sum(q["succeeded"]), "totalFailed": sum(q["failed"])}
+                          for q in sorted(queues.values(), key=lambda q: q["name"])]})
+
+
+def schedule_json(s: db.Schedule, now: datetime) -> dict[str, Any]:
+    from pgqw.cron import next_slot_of
+
+    from .serialize import iso as _iso
+
+    return {"name": s.name, "task_type": s.task_type, "cron": s.cron, "payload": s.payload, "queue": s.queue,
+            "priority": s.priority, "catch_up": s.catch_up, "paused": s.paused, "last_slot": _iso(s.last_slot),
+            "next_slot": _iso(next_slot_of(s, now)), "source": s.source, "created_at": _iso(s.created_at),
+            "updated_at": _iso(s.updated_at)}
+
+
+def _schedule_name(name: str) -> str:
+    """Any other name is no schedule's (the schedules_name_charset rule): 404, as for an unknown one."""
+    if not SCHEDULE_NAME_RE.fullmatch(name):
+        raise ApiError(404, "schedule_not_found", f"no schedule is named {name[:64]!r}")
+    return name
+
+
+@bp.get("/schedules")
+def list_schedules() -> Response:
+    """Every schedule by name, with its next slot (croniter, from the server's clock; null when paused)."""
+    with pool().connection() as conn:
+        now = db.server_now(conn)
+        found = db.list_schedules(conn)
+    return ok({"schedules": [schedule_json(s, now) for s in found]})
+
+
+@bp.post("/schedules/<name>/pause")
+def pause_schedule(name: str) -> Response:
+    """The schedule enqueues nothing until resumed (pause_schedule). Idempotent; 404 (QR404) when unknown."""
+    with pool().connection() as conn:
+        row = db.pause_schedule(conn, name=_schedule_name(name))
+        now = db.server_now(conn)
+    return ok(schedule_json(row, now))
+
+
+@bp.post("/schedules/<name>/resume")
+def resume_schedule(name: str) -> Response:
+    """Enqueues again from the next slot after now (resume_schedule). Idempotent; 404 (QR404) when unknown."""
+    with pool().connection() as conn:
+        row = db.resume_schedule(conn, name=_schedule_name(name))
+        now = db.server_now(conn)
+    return ok(schedule_json(row, now))
 
 
 def _result_of(jid: uuid.UUID) -> tuple[db.Job, db.Result | None]:

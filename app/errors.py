@@ -39,6 +39,9 @@ DB_ERRORS: dict[str, tuple[int, str]] = {
     "QI409": (409, "idempotency_key_reused"),
     "QS409": (409, "job_not_in_state"),
     "QL409": (409, "lease_lost"),
+    "QC400": (400, "invalid_cron"),
+    "QR404": (404, "schedule_not_found"),
+    "QT422": (422, "unknown_task_type"),
     "23505": (409, "conflict"),
     "23514": (400, "constraint_violated"),  # check_violation: a table's own rule refused the row
     "40001": (503, "unavailable"),  # serialization_failure

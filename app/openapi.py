@@ -48,6 +48,11 @@ _QUEUE_NAME = {
     "schema": {"type": "string", "minLength": 1, "maxLength": 100},
 }
 _NOT_FOUND = _error("no job with this id (also for a malformed id)")
+_SCHEDULE_NAME = {
+    "name": "id", "in": "path", "required": True,
+    "description": "the schedule's name (1 to 100 letters, digits, _ . : -); any other names no schedule (404)",
+    "schema": {"type": "string"},
+}
 
 _TIME = {"type": "string", "format": "date-time", "description": "ISO 8601, UTC, with Z"}
 _TIME_OR_NULL = {"type": ["string", "null"], "format": "date-time"}
@@ -137,6 +142,31 @@ SCHEMAS: dict[str, Any] = {
             "oldestReadyAgeSeconds": {"type": "number", "minimum": 0, "description": "0 when none is ready"},
         },
     },
+    "Schedule": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["name", "task_type", "cron", "payload", "queue", "priority", "catch_up", "paused", "last_slot",
+                     "next_slot", "source", "created_at", "updated_at"],
+        "properties": {
+            "name": {"type": "string"},
+            "task_type": {"type": "string"},
+            "cron": {"type": "string", "description": "five fields or a macro (@hourly, @daily, ...), read in UTC"},
+            "payload": {"type": "object", "description": "every job's payload"},
+            "queue": {"type": ["string", "null"], "description": "null: the task type's"},
+            "priority": {"type": ["integer", "null"], "description": "null: the task type's"},
+            "catch_up": {"enum": ["latest", "all", "none"],
+                         "description": "after a stop: enqueue the latest missed slot, all of them (up to 100), "
+                                        "or none"},
+            "paused": {"type": "boolean"},
+            "last_slot": {**_TIME_OR_NULL, "description": "the latest slot a job was enqueued for"},
+            "next_slot": {**_TIME_OR_NULL, "description": "when the next job is due; null when paused"},
+            "source": {"enum": ["code", "sql"],
+                       "description": "code: a task's definition, rewritten at every worker start; sql: a DBA's "
+                                      "set_schedule, which the code does not overwrite"},
+            "created_at": _TIME,
+            "updated_at": _TIME,
+        },
+    },
     "QueueLimit": {
         "type": "object",
         "additionalProperties": False,
@@ -160,6 +190,53 @@ SCHEMAS: dict[str, Any] = {
             "backoffMaxJitterMs": {"type": "integer", "minimum": 0},
             "leaseMs": {"type": "integer", "minimum": 1},
             "payloadSchema": {"type": "object", "description": "JSON Schema of the payload"},
+        },
+    },
+    "Worker": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["id", "hostname", "pid", "queues", "taskTypes", "concurrency", "startedAt", "lastSeenAt",
+                     "expiresAt", "stoppedAt", "alive"],
+        "properties": {
+            "id": {"type": "string"},
+            "hostname": {"type": ["string", "null"]},
+            "pid": {"type": ["integer", "null"]},
+            "queues": {"type": ["array", "null"], "items": {"type": "string"}, "description": "null: every queue"},
+            "taskTypes": {"type": "array", "items": {"type": "string"}},
+            "concurrency": {"type": ["integer", "null"], "minimum": 1},
+            "startedAt": _TIME,
+            "lastSeenAt": {**_TIME, "description": "its latest heartbeat (register_worker)"},
+            "expiresAt": {**_TIME, "description": "alive until then unless it heartbeats again"},
+            "stoppedAt": {**_TIME_OR_NULL, "description": "set when it said it stopped (a clean exit)"},
+            "alive": {"type": "boolean", "description": "the database's verdict: expiresAt is ahead of its clock "
+                                                        "and the worker has not stopped"},
+        },
+    },
+    "Throughput": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["since", "until", "minutes", "buckets", "bucketSeconds", "queues"],
+        "properties": {
+            "since": _TIME,
+            "until": {**_TIME, "description": "the database's clock now"},
+            "minutes": {"type": "integer", "minimum": 1},
+            "buckets": {"type": "integer", "minimum": 1, "maximum": 60},
+            "bucketSeconds": {"type": "number", "description": "bucket i is [since + i·bucketSeconds, "
+                                                               "since + (i+1)·bucketSeconds)"},
+            "queues": {"type": "array", "description": "each queue with an attempt finished in the window, by name",
+                       "items": {
+                           "type": "object", "additionalProperties": False,
+                           "required": ["name", "succeeded", "failed", "totalSucceeded", "totalFailed"],
+                           "properties": {
+                               "name": {"type": "string"},
+                               "succeeded": {"type": "array", "items": {"type": "integer", "minimum": 0},
+                                             "description": "attempts finished succeeded, one count per bucket, "
+                                                            "oldest first"},
+                               "failed": {"type": "array", "items": {"type": "integer", "minimum": 0},
+                                          "description": "attempts finished failed or abandoned, per bucket"},
+                               "totalSucceeded": {"type": "integer", "minimum": 0},
+                               "totalFailed": {"type": "integer", "minimum": 0},
+                           }}},
         },
     },
     "FieldError": {
@@ -229,11 +306,18 @@ OPENAPI: dict[str, Any] = {
                     {"name": "limit", "in": "query",
                      "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}},
                     {"name": "cursor", "in": "query", "schema": {"type": "string"},
-                     "description": "nextCursor of the previous page (opaque)"},
+                     "description": "nextCursor of the previous page (opaque; send the same filters with it)"},
+                    {"name": "id_prefix", "in": "query",
+                     "schema": {"type": "string", "pattern": "^[0-9a-fA-F-]{1,36}$"},
+                     "description": "only jobs whose id starts with these 1 to 32 hex digits (dashes allowed)"},
+                    {"name": "type", "in": "query", "schema": {"type": "string", "minLength": 1, "maxLength": 100},
+                     "description": "only jobs of this task type"},
+                    {"name": "queue", "in": "query", "schema": {"type": "string", "minLength": 1, "maxLength": 100},
+                     "description": "only jobs in this queue"},
                 ],
                 "responses": {
                     "200": _data(_ref("JobPage"), "one page of jobs"),
-                    "400": _error("bad status, limit or cursor, or an unknown parameter"),
+                    "400": _error("bad status, limit, cursor, id_prefix, type or queue, or an unknown parameter"),
                     "503": _UNAVAILABLE,
                 },
             },
@@ -371,6 +455,56 @@ OPENAPI: dict[str, Any] = {
                               "415": _error("the body is not application/json"),
                               "503": _UNAVAILABLE},
             } for method, suffix in (("put", ""), ("post", "Post"))},
+        },
+        "/api/workers": {
+            "get": {
+                "operationId": "listWorkers",
+                "summary": "The registered workers, live ones first (at most 200): queues, task types, heartbeat, "
+                           "alive or gone",
+                "responses": {"200": _data({"type": "array", "items": _ref("Worker")}, "the workers"),
+                              "503": _UNAVAILABLE},
+            },
+        },
+        "/api/throughput": {
+            "get": {
+                "operationId": "getThroughput",
+                "summary": "Jobs that finished (succeeded or dead) per queue over the last minutes, in at most 60 buckets ending now",
+                "parameters": [{"name": "minutes", "in": "query",
+                                "schema": {"type": "integer", "minimum": 1, "maximum": 1440, "default": 60}}],
+                "responses": {"200": _data(_ref("Throughput"), "the counts per queue and bucket"),
+                              "400": _error("minutes is not a whole number from 1 to 1440, or an unknown parameter"),
+                              "503": _UNAVAILABLE},
+            },
+        },
+        "/api/schedules": {
+            "get": {
+                "operationId": "listSchedules",
+                "summary": "Every schedule (periodic job) by name, with its next slot",
+                "responses": {"200": _data({"type": "object", "required": ["schedules"], "additionalProperties": False,
+                                            "properties": {"schedules": {"type": "array",
+                                                                         "items": _ref("Schedule")}}},
+                                           "the schedules"),
+                              "503": _UNAVAILABLE},
+            },
+        },
+        "/api/schedules/{id}/pause": {
+            "post": {
+                "operationId": "pauseSchedule",
+                "summary": "Pause a schedule: it enqueues nothing until resumed (idempotent)",
+                "parameters": [_SCHEDULE_NAME],
+                "responses": {"200": _data(_ref("Schedule"), "the schedule, paused"),
+                              "404": _error("no schedule has this name"), "503": _UNAVAILABLE},
+            },
+        },
+        "/api/schedules/{id}/resume": {
+            "post": {
+                "operationId": "resumeSchedule",
+                "summary": "Resume a schedule from its next slot after now; the slots passed while paused are "
+                           "skipped (idempotent)",
+                "parameters": [_SCHEDULE_NAME],
+                "responses": {"200": _data(_ref("Schedule"), "the schedule, running"),
+                              "404": _error("no schedule has this name"), "503": _UNAVAILABLE},
+            },
         },
         "/api/stats": {
             "get": {

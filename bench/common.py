@@ -54,6 +54,7 @@ class Sizes:
     empty_drained: int             # jobs drained before the empty-queue probes (the 100k)
     empty_probes: int              # empty claims timed per repetition
     timeout_s: float = 600.0       # any one measurement that takes longer than this is a failure
+    peers: bool = True             # run procrastinate and pgqueuer beside ours (bench/peers.py)
 
 
 FULL = Sizes(
@@ -89,6 +90,7 @@ TINY = Sizes(
     depth_small=200, depth_large=2_000, depth_finished=1_000, depth_claims=100,
     bloat_jobs=300, empty_drained=1_000, empty_probes=10,
     timeout_s=120.0,
+    peers=False,  # the CI smoke run has no time for the peers (they still run with --only peers)
 )
 
 PROFILES = {s.name: s for s in (FULL, QUICK, TINY)}

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from . import peers
 from .common import Results, Row
 
 NOTES_START = "<!-- notes:start -->"
@@ -18,7 +19,9 @@ SECTION_TITLES = {
     "raw": "Raw ceiling",
     "enqueue": "Enqueue",
     "drain": "Drain",
+    "peers": "Peers: procrastinate and pgqueuer",
     "latency": "Latency",
+    "delayed": "Delayed jobs and retries: lateness",
     "depth": "Depth",
     "bloat": "Bloat",
     "empty": "Empty queue after a big drain",
@@ -106,6 +109,10 @@ def verdicts(r: Results) -> list[Verdict]:
         _ceiling_target(r, "Latency with LISTEN at 50 jobs/s: p99 ≤ 15 ms", "worker.latency.listen.p1.p99", 15),
         _ceiling_target(r, f"Polling only ({poll_ms} ms): p50 ≤ half the poll interval",
                         "worker.latency.poll.p1.p50", poll_ms / 2),
+        _ceiling_target(r, "Delayed jobs and retries start on time (LISTEN): lateness p50 ≤ 50 ms",
+                        "worker.delayed.listen.p50", 50),
+        _ceiling_target(r, "Delayed jobs and retries start on time (LISTEN): lateness p99 ≤ 250 ms",
+                        "worker.delayed.listen.p99", 250),
         _ratio_target(r, "Depth: claim rate at the deep backlog ≥ 80 % of the rate at the small one",
                       "depth.large", "depth.small", 0.80),
     ]
@@ -130,6 +137,7 @@ def table_lines(r: Results) -> list[str]:
         lines.append(f"{row.label[:78]:<78} {fmt(row.median, row.unit):>10} {fmt(row.min, row.unit):>10} "
                      f"{fmt(row.max, row.unit):>10} {row.unit:<8} "
                      f"{(f'{ratio:.2f}' if ratio is not None else '–'):>8}  {row.baseline or ''}")
+    lines += peers.table_lines(r)
     lines.append("")
     lines.append("Targets:")
     for v in verdicts(r):
@@ -326,6 +334,8 @@ def markdown(r: Results, *, command: str, notes: str, chart_path: str | None, li
                     calls = sorted(p["claim_calls_per_job"] for p in reps)[len(reps) // 2]
                     ms = sorted(p["claim_ms_per_job"] for p in reps)[len(reps) // 2]
                     out.append(f"| {k.replace('worker.latency.', '')} | {calls:.2f} | {ms:.3f} |")
+        if section == "peers":
+            out += peers.markdown_lines(r)
         if section == "drain":
             prof = _profile_lines(r)
             if prof:

@@ -1,7 +1,8 @@
 """The sections of the benchmark, in the order they run. Each records rows in ctx.results.
 
 Keys name what a row is: raw.* the ceiling, fn.* our stored functions driven by a bare client,
-worker.* real `pgqw worker` processes, api.* the HTTP API. Every row names the raw row it is a
+worker.* real `pgqw worker` processes, api.* the HTTP API, peer.* procrastinate and pgqueuer
+(bench/peers.py). Every row names the raw row it is a
 ratio to (its baseline), measured in the same run.
 """
 from __future__ import annotations
@@ -24,9 +25,11 @@ from .common import (
     percentile, reset_queue, run_clients, split, stats_delta, table_stats, throughput,
     wait_for_stats,
 )
+from .delayed import section_delayed
+from .peers import section_peers
 from .procs import Api, Workers
 
-SECTIONS = ("raw", "enqueue", "http", "drain", "latency", "depth", "bloat", "empty")
+SECTIONS = ("raw", "enqueue", "http", "drain", "peers", "latency", "delayed", "depth", "bloat", "empty")
 
 LISTING = {
     "title": "3-bedroom apartment in Yaba",
@@ -544,4 +547,6 @@ RUNNERS: dict[str, Callable[[Context], None]] = {
     "depth": section_depth,
     "bloat": section_bloat,
     "empty": section_empty,
+    "peers": section_peers,  # bench/peers.py: procrastinate and pgqueuer beside ours
+    "delayed": section_delayed,  # bench/delayed.py: jobs for later, and retries, start on time
 }

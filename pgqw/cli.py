@@ -179,6 +179,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("max_running", metavar="N|none", help="a whole number of at least 1, or none")
     p.set_defaults(func=_lazy("pgqw.tools", "cmd_limit"))
 
+    p = sub.add_parser("schedules", help="list the periodic jobs: cron, state, last and next slot",
+                       description="List the schedules: task type, cron expression (UTC), catch-up rule, paused "
+                       "or not, the last slot enqueued and the next one, and whether the code or a DBA defines it.")
+    p.set_defaults(func=_lazy("pgqw.tools", "cmd_schedules"))
+
+    p = sub.add_parser("schedule", help="set, pause, resume or delete a periodic job",
+                       description="Change one schedule (each subcommand has --help). Schedules can also be "
+                       "defined in code: @task(..., schedule='*/5 * * * *').")
+    ssub = p.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=Parser)
+    sp = ssub.add_parser("set", help="make or replace a schedule (a DBA's: a worker's code does not overwrite it)",
+                         description="Make or replace a schedule. Its pause is kept; a new cron expression starts "
+                         "from now. A schedule of the same name defined in code is taken over until deleted.")
+    sp.add_argument("name", help="1 to 100 letters, digits, _ . : or -")
+    sp.add_argument("task_type", help="a registered task type")
+    sp.add_argument("cron", help="five fields (minute hour day-of-month month day-of-week, UTC), e.g. '*/5 * * * *', "
+                    "or @hourly, @daily, @weekly, @monthly, @yearly")
+    sp.add_argument("--payload", default="{}", metavar="JSON", help="the jobs' payload, a JSON object (default {})")
+    sp.add_argument("--queue", help="the jobs' queue (default: the task type's)")
+    sp.add_argument("--priority", type=int, help="the jobs' priority (default: the task type's)")
+    sp.add_argument("--catch-up", choices=["latest", "all", "none"], default="latest",
+                    help="after a stop, enqueue the latest missed slot (default), all of them (up to 100), or none")
+    for action, text in (("pause", "stop enqueueing (jobs already enqueued are untouched)"),
+                         ("resume", "enqueue again from the next slot (the slots passed while paused are skipped)"),
+                         ("delete", "remove it (one defined in code comes back at the next worker start)")):
+        sp = ssub.add_parser(action, help=text, description=text[0].upper() + text[1:] + ".")
+        sp.add_argument("name", help="the schedule's name")
+    p.set_defaults(func=_lazy("pgqw.tools", "cmd_schedule"))
+
     # The lab (break-it scenarios, chaos soak, benchmark) is not installed: these commands load it
     # from the repository checkout they are run in, and take their own arguments (pgqw soak --help).
     for name, (_module, text) in LAB.items():

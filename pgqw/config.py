@@ -121,6 +121,9 @@ class Settings:
     prune_succeeded_after_s: int = 7 * 86400
     prune_finished_after_s: int = 30 * 86400
     prune_batch: int = 1000
+    # Periodic jobs (worker/scheduler.py): every worker enqueues the due slots of the schedules table
+    # (each slot once, whoever does it). SCHEDULER=0 turns it off in this worker.
+    scheduler: bool = True
 
     # Simulated faults of the demo work.
     sim_min_latency_ms: int = 2000
@@ -186,6 +189,7 @@ def load() -> Settings:
         prune_succeeded_after_s=_int("PRUNE_SUCCEEDED_AFTER_S", 7 * 86400, minimum=0),
         prune_finished_after_s=_int("PRUNE_FINISHED_AFTER_S", 30 * 86400, minimum=0),
         prune_batch=_int("PRUNE_BATCH", 1000, minimum=1),
+        scheduler=_bool("SCHEDULER", True),
         sim_min_latency_ms=_int("SIM_MIN_LATENCY_MS", 2000, minimum=0),
         sim_max_latency_ms=_int("SIM_MAX_LATENCY_MS", 4000, minimum=0),
         sim_failure_rate=_float("SIM_FAILURE_RATE", 0.2, low=0.0, high=1.0),

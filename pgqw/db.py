@@ -18,6 +18,9 @@ from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
 
 NOTIFY_CHANNEL = "pgqw_jobs"
+# A job comes due later: payload '<ms> <queue>' ('<ms>+ <queue>': and more of that queue after it), <ms> on the
+# server's clock when it was sent (enqueue_job, enqueue_jobs, mark_failed). Parsed by worker/listener.py.
+NOTIFY_AT_CHANNEL = "pgqw_jobs_at"
 # Every status a job can have, in the order of its life (the list of the jobs_status_check constraint).
 STATUSES = ("pending", "processing", "succeeded", "failed", "dead", "cancelled")
 
@@ -173,6 +176,30 @@ def claim_job(
              "types": list(task_types) if task_types is not None else None},
         )
         return cur.fetchone()
+
+
+@dataclass(frozen=True)
+class NextRunAt:
+    run_at: datetime
+    due_in_ms: int
+
+
+def next_run_at(
+    conn: psycopg.Connection,
+    *,
+    queues: Sequence[str] | None = None,
+    task_types: Sequence[str] | None = None,
+    limit: int = 1,
+) -> list[NextRunAt]:
+    """The earliest limit distinct run_at times still ahead of waiting jobs of these queues and task types
+    (None: any) in unpaused queues, each with how many ms ahead it is on the server's clock."""
+    with conn.cursor(row_factory=class_row(NextRunAt)) as cur:
+        cur.execute(
+            "select * from next_run_at(%(queues)s::text[], %(types)s::text[], %(limit)s::integer)",
+            {"queues": list(queues) if queues else None,
+             "types": list(task_types) if task_types is not None else None, "limit": limit},
+        )
+        return cur.fetchall()
 
 
 def claim_jobs(
@@ -425,19 +452,23 @@ def explain_list_jobs(
 
 
 def count_by_status(conn: psycopg.Connection) -> dict[str, int]:
-    """Jobs per status, every status present (zero when none)."""
+    """Jobs per status, every status present (zero when none): queue_stats()'s jobs summed over the
+    queues, so it costs what the waiting and running jobs cost, and a finished status of a queue
+    above 10,000 jobs is the planner's estimate (see db/functions/queue_stats.sql)."""
     found = conn.execute(
-        "select s.status, count(j.id) from unnest(%(statuses)s::text[])"
-        " with ordinality as s(status, n) left join jobs j on j.status = s.status group by s.status, s.n"
-        " order by s.n", {"statuses": list(STATUSES)},
+        "select s.status, coalesce(sum(q.value), 0) from unnest(%(statuses)s::text[])"
+        " with ordinality as s(status, n) left join queue_stats() q on q.metric = 'jobs' and q.label = s.status"
+        " group by s.status, s.n order by s.n", {"statuses": list(STATUSES)},
     ).fetchall()
-    return {status: int(n) for status, n in found}
+    return {status: round(n) for status, n in found}
 
 
 def listen(conn: psycopg.Connection) -> None:
     """Subscribes an autocommit connection to the wake-ups enqueue_job, release_job,
-    retry_dead and sweep_stuck send (payload: the queue name, or '*' for any queue)."""
+    retry_dead and sweep_stuck send (payload: the queue name, or '*' for any queue), and to the times
+    enqueue_job(s) and mark_failed announce for later (NOTIFY_AT_CHANNEL)."""
     conn.execute(f"listen {NOTIFY_CHANNEL}")
+    conn.execute(f"listen {NOTIFY_AT_CHANNEL}")
 
 
 def _jobs_json(jobs: Sequence[dict[str, Any]]) -> Jsonb:
@@ -767,6 +798,104 @@ async def unlisten_finished_async(conn: psycopg.AsyncConnection) -> None:
     await conn.execute(f"unlisten {FINISHED_CHANNEL}")
 
 
+# ---- schedules: periodic jobs (db/functions/*schedule*.sql) ----
+
+@dataclass
+class Schedule:
+    """A row of schedules: a task type enqueued at each slot of a cron expression (read in UTC)."""
+    name: str
+    task_type: str
+    cron: str
+    payload: dict[str, Any]
+    queue: str | None
+    priority: int | None
+    catch_up: str  # latest, all or none: which missed slots get a job after a stop
+    paused: bool
+    last_slot: datetime | None  # the latest slot a job was enqueued for
+    slots_after: datetime  # no slot at or before this is enqueued
+    source: str  # code (register_schedules) or sql (set_schedule)
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass
+class ScheduledJob:
+    """One slot enqueue_schedule_slots gave a job (created: false when the slot's job existed already)."""
+    slot: datetime
+    job_id: uuid.UUID
+    created: bool
+
+
+def _schedule(conn: psycopg.Connection, statement: str, params: dict[str, Any]) -> Schedule:
+    with conn.cursor(row_factory=class_row(Schedule)) as cur:
+        cur.execute(statement, params)
+        row = cur.fetchone()
+    assert row is not None
+    return row
+
+
+def set_schedule(conn: psycopg.Connection, *, name: str, task_type: str, cron: str,
+                 payload: dict[str, Any] | None = None, queue: str | None = None, priority: int | None = None,
+                 catch_up: str = "latest") -> Schedule:
+    """Makes or replaces a schedule as a DBA's (source sql); its pause is kept."""
+    return _schedule(conn, "select * from set_schedule(%(name)s::text, %(task_type)s::text, %(cron)s::text,"
+                           " %(payload)s::jsonb, %(queue)s::text, %(priority)s::integer, %(catch_up)s::text)",
+                     {"name": name, "task_type": task_type, "cron": cron, "payload": Jsonb(payload or {}),
+                      "queue": queue, "priority": priority, "catch_up": catch_up})
+
+
+def pause_schedule(conn: psycopg.Connection, *, name: str) -> Schedule:
+    return _schedule(conn, "select * from pause_schedule(%(name)s::text)", {"name": name})
+
+
+def resume_schedule(conn: psycopg.Connection, *, name: str) -> Schedule:
+    """Enqueues again from the next slot after now (the slots passed while paused are skipped)."""
+    return _schedule(conn, "select * from resume_schedule(%(name)s::text)", {"name": name})
+
+
+def delete_schedule(conn: psycopg.Connection, *, name: str) -> Schedule:
+    return _schedule(conn, "select * from delete_schedule(%(name)s::text)", {"name": name})
+
+
+def list_schedules(conn: psycopg.Connection) -> list[Schedule]:
+    """Every schedule, by name."""
+    with conn.cursor(row_factory=class_row(Schedule)) as cur:
+        cur.execute("select * from list_schedules()")
+        return cur.fetchall()
+
+
+def get_schedule(conn: psycopg.Connection, *, name: str) -> Schedule | None:
+    with conn.cursor(row_factory=class_row(Schedule)) as cur:
+        cur.execute("select * from schedules where name = %(name)s::text", {"name": name})
+        return cur.fetchone()
+
+
+def register_schedules(conn: psycopg.Connection, *, task_types: Sequence[str],
+                       schedules: Sequence[dict[str, Any]]) -> list[Schedule]:
+    """Upserts the code's schedules (pgqw.tasks.Task.schedule_registrations()) of a worker running
+    task_types; deletes its code schedules the code no longer defines. A DBA's pause and schedules stay."""
+    with conn.cursor(row_factory=class_row(Schedule)) as cur:
+        cur.execute("select * from register_schedules(%(types)s::text[], %(schedules)s::jsonb)",
+                    {"types": list(task_types), "schedules": Jsonb(list(schedules))})
+        return cur.fetchall()
+
+
+def enqueue_schedule_slots(conn: psycopg.Connection, *, name: str, slots: Sequence[datetime]) -> list[ScheduledJob]:
+    """The due slots found for a schedule (none in the server's future); the schedule's catch_up picks
+    which get a job, each once whoever calls."""
+    with conn.cursor(row_factory=class_row(ScheduledJob)) as cur:
+        cur.execute("select * from enqueue_schedule_slots(%(name)s::text, %(slots)s::timestamptz[])",
+                    {"name": name, "slots": list(slots)})
+        return cur.fetchall()
+
+
+def server_now(conn: psycopg.Connection) -> datetime:
+    """The database server's clock (the one enqueue_schedule_slots checks slots against)."""
+    row = conn.execute("select now()").fetchone()
+    assert row is not None
+    return row[0]
+
+
 # ---- queues: pause, resume, a limit on running jobs (db/functions/pause_queue.sql and its neighbours) ----
 
 @dataclass
@@ -820,18 +949,143 @@ def list_queues(conn: psycopg.Connection) -> list[QueueInfo]:
     """Every known queue by name: paused, max_running, depth, running, age of the oldest ready job."""
     with conn.cursor(row_factory=class_row(QueueInfo)) as cur:
         cur.execute(
-            "with counts as ("
-            "  select j.queue,"
-            "         count(*) filter (where j.status in ('pending', 'failed') and j.run_at <= now()"
-            "                            and j.attempts < j.max_attempts) as depth,"
-            "         count(*) filter (where j.status = 'processing') as running,"
-            "         min(j.run_at) filter (where j.status in ('pending', 'failed') and j.run_at <= now()"
-            "                                 and j.attempts < j.max_attempts) as oldest"
-            "    from jobs j group by j.queue"
+            # The queues with a job: a skip scan of jobs_queue_status_idx (one probe per queue), not a
+            # read of the history; then each queue's waiting and running jobs, a range of it each.
+            "with recursive found(name) as ("
+            "  (select j.queue from jobs j order by j.queue limit 1)"
+            "  union all"
+            "  select (select j.queue from jobs j where j.queue > f.name order by j.queue limit 1)"
+            "    from found f where f.name is not null"
+            "), known(name) as (select f.name from found f where f.name is not null union select q.name from queues q),"
+            " ready as ("
+            "  select k.name, count(j.*) as depth, min(j.run_at) as oldest"
+            "    from known k left join jobs j on j.queue = k.name and j.status in ('pending', 'failed')"
+            "         and j.run_at <= now() and j.attempts < j.max_attempts"
+            "   group by k.name"
             ")"
-            " select coalesce(c.queue, q.name) as name, coalesce(q.paused, false) as paused, q.max_running,"
-            "        coalesce(c.depth, 0)::integer as depth, coalesce(c.running, 0)::integer as running,"
-            "        coalesce(extract(epoch from now() - c.oldest), 0)::double precision as oldest_ready_age_seconds"
-            "   from counts c full join queues q on q.name = c.queue"
+            " select r.name, coalesce(q.paused, false) as paused, q.max_running, r.depth::integer as depth,"
+            "        (select count(*) from jobs j where j.queue = r.name and j.status = 'processing')::integer as running,"
+            "        coalesce(extract(epoch from now() - r.oldest), 0)::double precision as oldest_ready_age_seconds"
+            "   from ready r left join queues q on q.name = r.name"
             "  order by 1")
         return cur.fetchall()
+
+
+# ---- the operator's console (GET /api/workers, /api/throughput, the job search of GET /api/jobs) ----
+
+@dataclass
+class WorkerStatus(Worker):
+    """A worker as the console shows it. alive is the database's verdict: its own heartbeat keeps
+    expires_at ahead of the server's clock (register_worker) and it has not said it stopped."""
+    alive: bool
+
+
+def list_worker_status(conn: psycopg.Connection, *, limit: int = 200) -> list[WorkerStatus]:
+    """The workers, the live ones first, then the gone ones most recently seen first; at most limit."""
+    with conn.cursor(row_factory=class_row(WorkerStatus)) as cur:
+        cur.execute("select w.*, (w.expires_at > now() and w.stopped_at is null) as alive from workers w"
+                    " order by alive desc, w.last_seen_at desc, w.id limit %(limit)s::integer", {"limit": limit})
+        return cur.fetchall()
+
+
+@dataclass
+class ThroughputCount:
+    queue: str
+    bucket: int  # 0: the oldest bucket
+    succeeded: int  # jobs that finished succeeded in the bucket
+    failed: int  # jobs that went dead in the bucket (after their last attempt)
+
+
+@dataclass
+class Throughput:
+    since: datetime
+    until: datetime  # the database's now(); bucket i is [since + i·width, since + (i+1)·width)
+    buckets: int
+    counts: list[ThroughputCount]  # only the (queue, bucket) pairs with a finished job
+
+
+# The jobs that finished in [since, until): succeeded, or dead after their last attempt. Two ranges of
+# jobs_finished_idx (status, finished_at), so the cost follows the window's jobs, not the history, and
+# the chart adds no index to the write path. Retried attempts are not counted; their job counts once.
+_THROUGHPUT_SQL = (
+    "select queue,"
+    "       least(floor(extract(epoch from finished_at - %(since)s::timestamptz)"
+    "                   / extract(epoch from %(until)s::timestamptz - %(since)s::timestamptz)"
+    "                   * %(buckets)s::integer)::integer, %(buckets)s::integer - 1) as bucket,"
+    "       count(*) filter (where status = 'succeeded')::integer as succeeded,"
+    "       count(*) filter (where status = 'dead')::integer as failed"
+    "  from jobs"
+    " where status in ('succeeded', 'dead')"
+    "   and finished_at >= %(since)s::timestamptz and finished_at < %(until)s::timestamptz"
+    " group by 1, 2 order by 1, 2"
+)
+
+
+def _throughput_window(conn: psycopg.Connection, minutes: int) -> tuple[datetime, datetime]:
+    row = conn.execute("select now() - make_interval(mins => %(minutes)s::integer), now()",
+                       {"minutes": minutes}).fetchone()
+    assert row is not None
+    return row[0], row[1]
+
+
+def throughput(conn: psycopg.Connection, *, minutes: int = 60, buckets: int = 60) -> Throughput:
+    """Jobs that finished (succeeded or dead) per queue over the last `minutes`, in `buckets` equal
+    buckets ending now."""
+    since, until = _throughput_window(conn, minutes)
+    with conn.cursor(row_factory=class_row(ThroughputCount)) as cur:
+        cur.execute(_THROUGHPUT_SQL, {"since": since, "until": until, "buckets": buckets})
+        counts = cur.fetchall()
+    return Throughput(since=since, until=until, buckets=buckets, counts=counts)
+
+
+def explain_throughput(conn: psycopg.Connection, *, minutes: int = 60, buckets: int = 60) -> dict[str, Any]:
+    """The plan (EXPLAIN (format json), its "Plan" node) of the statement throughput runs."""
+    since, until = _throughput_window(conn, minutes)
+    row = conn.execute("explain (format json) " + _THROUGHPUT_SQL,
+                       {"since": since, "until": until, "buckets": buckets}).fetchone()
+    assert row is not None
+    return row[0][0]["Plan"]
+
+
+def job_id_range(prefix: str) -> tuple[str, str]:
+    """The smallest and largest job id that start with prefix (1 to 32 hex digits, dashes ignored)."""
+    digits = prefix.replace("-", "").lower()
+    if not 1 <= len(digits) <= 32 or any(c not in "0123456789abcdef" for c in digits):
+        raise ValueError(f"a job id prefix is 1 to 32 hex digits, got {prefix[:40]!r}")
+    return digits.ljust(32, "0"), digits.ljust(32, "f")
+
+
+def search_jobs(
+    conn: psycopg.Connection,
+    *,
+    status: str | None = None,
+    id_prefix: str | None = None,
+    type: str | None = None,
+    queue: str | None = None,
+    limit: int = 50,
+    after: tuple[datetime, uuid.UUID] | None = None,
+) -> Page:
+    """list_jobs with more filters, all of them together: an id prefix (a range of the primary key),
+    a task type, a queue. Newest first, the same keyset pages (pass the same filters with `after`)."""
+    where: list[str] = []
+    params: dict[str, Any] = {"limit": limit + 1, "status": status, "type": type, "queue": queue}
+    if status is not None:
+        where.append("status = %(status)s::text")
+    if id_prefix is not None:
+        params["id_low"], params["id_high"] = job_id_range(id_prefix)
+        where.append("id between %(id_low)s::uuid and %(id_high)s::uuid")
+    if type is not None:
+        where.append("type = %(type)s::text")
+    if queue is not None:
+        where.append("queue = %(queue)s::text")
+    if after is not None:
+        params["after_at"], params["after_id"] = after
+        where.append("(created_at, id) < (%(after_at)s::timestamptz, %(after_id)s::uuid)")
+    statement = ("select * from jobs" + (" where " + " and ".join(where) if where else "")  # fixed fragments only
+                 + " order by created_at desc, id desc limit %(limit)s::integer")
+    with conn.cursor(row_factory=class_row(Job)) as cur:
+        cur.execute(statement, params)
+        found = cur.fetchall()
+    more = len(found) > limit
+    found = found[:limit]
+    return Page(jobs=found, next_cursor=(found[-1].created_at, found[-1].id) if more and found else None)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+import re
 import sys
 import typing
 import uuid
@@ -50,6 +51,9 @@ if TYPE_CHECKING:
 
 P = TypeVar("P")
 NAME_MAX = 100
+# A schedule's name goes into URLs and idempotency keys (the schedules_name_charset constraint's rule).
+SCHEDULE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
+CATCH_UP = ("latest", "all", "none")
 
 
 class TaskDefinitionError(ValueError):
@@ -73,6 +77,21 @@ class Retry:
     max_delay_ms: int | None = None
     max_jitter_ms: int | None = None
     permanent: tuple[type[BaseException], ...] = ()
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A periodic job of a task: one job at each slot of `cron` (five fields, or @hourly, @daily,
+    @weekly, @monthly, @yearly; read in UTC). `name` defaults to the task's name (give each of a task's
+    several schedules its own). catch_up: after a stop, enqueue the latest missed slot ("latest"), every
+    missed slot, up to 100 ("all"), or none ("none")."""
+
+    cron: str
+    payload: Any = None  # the payload model's instance or a dict; None: {}
+    name: str | None = None
+    queue: str | None = None
+    priority: int | None = None
+    catch_up: str = "latest"
 
 
 @dataclass(frozen=True)
@@ -136,6 +155,7 @@ class Task(Generic[P]):
     retry: Retry = field(default_factory=Retry)
     lease_ms: int | None = None
     description: str | None = None
+    schedules: tuple[Schedule, ...] = ()
     adapter: pydantic.TypeAdapter = field(init=False, repr=False)
     payload_schema: dict[str, Any] = field(init=False, repr=False)
 
@@ -169,6 +189,37 @@ class Task(Generic[P]):
                                       f"object, its schema has type {schema.get('type')!r}")
         schema.setdefault("title", name)
         self.payload_schema = schema
+        self._check_schedules()
+
+    def _check_schedules(self) -> None:
+        from croniter import croniter
+
+        name = self.name
+        seen: set[str] = set()
+        for sch in self.schedules:
+            if not isinstance(sch, Schedule):
+                raise TaskDefinitionError(f"task {name!r}: schedules must be pgqw.tasks.Schedule, got {sch!r}")
+            what = f"task {name!r}: schedule {sch.name or name!r}"
+            if sch.name is None and len(self.schedules) > 1:
+                raise TaskDefinitionError(f"task {name!r} has several schedules: give each a name")
+            if not SCHEDULE_NAME.fullmatch(sch.name or name):
+                raise TaskDefinitionError(f"{what}: a schedule name is 1 to 100 letters, digits, _ . : or -, starting "
+                                          "with a letter or digit" + ("" if sch.name else " (pass name=)"))
+            if (sch.name or name) in seen:
+                raise TaskDefinitionError(f"{what} is defined twice")
+            seen.add(sch.name or name)
+            if not isinstance(sch.cron, str) or not croniter.is_valid(sch.cron):
+                raise TaskDefinitionError(f"{what}: the cron expression {sch.cron!r} does not parse")
+            if sch.catch_up not in CATCH_UP:
+                raise TaskDefinitionError(f"{what}: catch_up must be latest, all or none, got {sch.catch_up!r}")
+            if sch.queue is not None and (not isinstance(sch.queue, str) or not sch.queue.strip()
+                                          or len(sch.queue) > 100):
+                raise TaskDefinitionError(f"{what}: queue must be a non-blank text of at most 100 characters")
+            _settings_check(name, sch.priority, "schedule priority", -2**31, 2**31 - 1)
+            try:
+                self.dump({} if sch.payload is None else sch.payload)
+            except pydantic.ValidationError as exc:
+                raise TaskDefinitionError(f"{what}: {describe_invalid(exc)}") from None
 
     @property
     def is_async(self) -> bool:
@@ -194,6 +245,12 @@ class Task(Generic[P]):
             "backoff_base_ms": self.retry.base_ms, "backoff_max_delay_ms": self.retry.max_delay_ms,
             "backoff_max_jitter_ms": self.retry.max_jitter_ms, "lease_ms": self.lease_ms,
         }
+
+    def schedule_registrations(self) -> list[dict[str, Any]]:
+        """The rows register_schedules writes for this task's schedules."""
+        return [{"name": sch.name or self.name, "task_type": self.name, "cron": sch.cron,
+                 "payload": self.dump({} if sch.payload is None else sch.payload), "queue": sch.queue,
+                 "priority": sch.priority, "catch_up": sch.catch_up} for sch in self.schedules]
 
     # Enqueueing, typed with the payload model (pgqw.client does the work).
     def enqueue(self, conn: "psycopg.Connection", payload: P | Mapping[str, Any], **options: Any) -> "db.EnqueuedJob":
@@ -240,13 +297,21 @@ class Registry:
         if known is not None and _origin(known.fn) != _origin(t.fn):
             raise TaskDefinitionError(f"task {t.name!r} is defined twice: by {_origin(known.fn)} and by "
                                       f"{_origin(t.fn)}")
+        for row in t.schedule_registrations():
+            other = next((o for o in self.tasks.values() if o.name != t.name
+                          and any(r["name"] == row["name"] for r in o.schedule_registrations())), None)
+            if other is not None:
+                raise TaskDefinitionError(f"schedule {row['name']!r} is defined by task {other.name!r} and by "
+                                          f"task {t.name!r}")
         self.tasks[t.name] = t
         return t
 
     def task(self, name: str | None = None, *, model: Any = None, queue: str | None = None,
              priority: int | None = None, max_attempts: int | None = None, retry: Retry | None = None,
-             lease_ms: int | None = None, description: str | None = None) -> Callable[[Callable[..., Any]], Task[Any]]:
-        """Decorator: registers the function as the task `name` (default: the function's name)."""
+             lease_ms: int | None = None, description: str | None = None, schedule: str | Schedule | None = None,
+             schedules: Sequence[Schedule] = ()) -> Callable[[Callable[..., Any]], Task[Any]]:
+        """Decorator: registers the function as the task `name` (default: the function's name).
+        schedule="*/5 * * * *" (or a Schedule), or schedules=[Schedule(...), ...]: enqueue it periodically."""
         if callable(name):
             raise TaskDefinitionError("use @task(...) with parentheses, e.g. @task('send_welcome')")
 
@@ -257,7 +322,7 @@ class Registry:
             doc = description if description is not None else (inspect.getdoc(fn) or "").split("\n\n")[0] or None
             t = Task(task_name, fn, model if model is not None else _payload_model(fn, task_name), queue=queue,
                      priority=priority, max_attempts=max_attempts, retry=retry or Retry(), lease_ms=lease_ms,
-                     description=doc)
+                     description=doc, schedules=_schedules(schedule, schedules))
             return self.add(t)
 
         return register
@@ -276,6 +341,16 @@ class Registry:
 
     def __len__(self) -> int:
         return len(self.tasks)
+
+
+def _schedules(schedule: str | Schedule | None, schedules: Sequence[Schedule]) -> tuple[Schedule, ...]:
+    one = Schedule(schedule) if isinstance(schedule, str) else schedule
+    return ((one,) if one is not None else ()) + tuple(schedules)
+
+
+def schedule_registrations(tasks: Iterable[Task[Any]]) -> list[dict[str, Any]]:
+    """Every schedule the tasks define, as register_schedules takes them."""
+    return [row for t in tasks for row in t.schedule_registrations()]
 
 
 def _origin(fn: Callable[..., Any]) -> str:

@@ -351,6 +351,48 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schedules(args: argparse.Namespace) -> int:
+    """The schedules as a table, with each one's next slot (croniter, from the server's clock)."""
+    from .cron import next_slot_of
+
+    settings = config.load()
+    with _connect(settings) as conn:
+        now = db.server_now(conn)
+        found = db.list_schedules(conn)
+    print(format_table([{
+        "name": s.name, "task type": s.task_type, "cron": s.cron, "catch up": s.catch_up,
+        "state": "paused" if s.paused else "active", "last slot": s.last_slot, "next slot": next_slot_of(s, now),
+        "defined by": "code" if s.source == "code" else "dba",
+    } for s in found], ["name", "task type", "cron", "catch up", "state", "last slot", "next slot", "defined by"]))
+    return 0
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    """pgqw schedule set|pause|resume|delete: one line out; bad input (its SQLSTATE) is one line and exit 2."""
+    settings = config.load()
+    kwargs: dict[str, object] = {}
+    if args.action == "set":
+        try:
+            payload = json.loads(args.payload)
+        except ValueError as exc:
+            raise UsageError(f"--payload is not JSON: {exc}") from None
+        kwargs = {"task_type": args.task_type, "cron": args.cron, "payload": payload, "queue": args.queue,
+                  "priority": args.priority, "catch_up": args.catch_up}
+        if not isinstance(payload, dict):
+            raise UsageError("--payload must be a JSON object")
+    with _connect(settings) as conn:
+        try:
+            s = getattr(db, f"{args.action}_schedule")(conn, name=args.name, **kwargs)
+        except psycopg.Error as exc:
+            if exc.sqlstate in ("QV400", "QV413", "QC400", "QT422", "QR404"):
+                raise UsageError(exc.diag.message_primary or str(exc)) from None
+            raise
+    done = {"set": "set", "pause": "paused", "resume": "resumed", "delete": "deleted"}[args.action]
+    print(f"schedule {s.name} {done}: {s.task_type} at {s.cron!r} (UTC), catch up {s.catch_up}"
+          + (", paused" if s.paused and args.action != "delete" else ""))
+    return 0
+
+
 def cmd_limit(args: argparse.Namespace) -> int:
     text = args.max_running.strip().lower()
     if text == "none":

@@ -2,6 +2,7 @@
 every subcommand has --help; failures are one line and a non-zero exit."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -15,12 +16,13 @@ import psutil
 import pytest
 
 from pgqw import launch
+from pgqw.cli import build_parser
 from pgqw.launch import free_port, wait_for
 from pgqw.tools import EXAMPLE_LISTING
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBCOMMANDS = ["migrate", "api", "worker", "up", "burst", "report", "check-idempotency", "evidence", "bench",
-               "soak"]
+SUBCOMMANDS = sorted(next(a for a in build_parser()._actions
+                          if isinstance(a, argparse._SubParsersAction)).choices)
 
 
 def _pgqw(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:

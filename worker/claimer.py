@@ -34,6 +34,10 @@ class ClaimRequest:
         return db.claim_job(conn, worker_id=self.worker_id, queues=self.queues, lease_ms=self.lease_ms,
                             task_types=self.task_types)
 
+    def next_run_at(self, conn: psycopg.Connection, limit: int) -> list[db.NextRunAt]:
+        """When the next jobs this worker could claim come due (what its claims would take, later)."""
+        return db.next_run_at(conn, queues=self.queues, task_types=self.task_types, limit=limit)
+
 
 class Claimer:
     def __init__(
@@ -66,6 +70,11 @@ class Claimer:
                 break
             started.append(self.start(job))
         return started
+
+    def next_due(self, limit: int) -> list[int]:
+        """In how many ms (server's clock) the next due times of this worker's jobs come, earliest first,
+        at most limit of them. Database errors are raised."""
+        return [row.due_in_ms for row in self.run(lambda conn: self.request.next_run_at(conn, limit))]
 
     def start(self, job: db.ClaimedJob) -> Running:
         run, count, peak = self.slots.take(job)

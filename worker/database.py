@@ -151,7 +151,7 @@ class Database:
             pool = ConnectionPool(
                 self.conninfo,
                 min_size=min(2, cap + 2),
-                max_size=cap + 3,   # one per executor, plus main loop, heartbeat and recorder
+                max_size=cap + 4,   # one per executor, plus main loop, heartbeat, recorder and scheduler
                 open=False,
                 kwargs=connect_kwargs(self.conninfo, self.settings.worker_id, "pool", listen=self.settings.listen,
                                       settings=self.settings),

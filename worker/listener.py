@@ -3,6 +3,11 @@
 to the server, while every other call goes through the pooler) and wakes the main loop when a job of one of this worker's queues may be ready. enqueue_job,
 release_job, retry_dead and sweep_stuck notify (payload: the queue, or '*' for any queue).
 
+It also LISTENs on pgqw_jobs_at, where enqueue_job(s) and mark_failed announce a job that comes due later:
+'<ms> <queue>', ms on the server's clock when sent; '<ms>+ <queue>' when more jobs of that queue come due
+after it (enqueue_jobs). The time is handed to the main loop's Wakeup (loop.py), which ends its wait then;
+no claim happens before. A payload it cannot read wakes the main loop at once, as a plain one would.
+
 A lost connection is reconnected with the same capped backoff as every other call; after a
 reconnect it wakes the main loop once, in case a notification was missed meanwhile.
 """
@@ -16,8 +21,21 @@ import psycopg
 from pgqw import db
 from pgqw.worker.database import Backoff
 from pgqw.worker.log import Log
+from pgqw.worker.loop import Wakeup
 
 LISTEN_TIMEOUT_S = 1.0  # the listener checks for shutdown this often
+MAX_DUE_MS = 366 * 86_400_000  # run_at is at most 366 days ahead (enqueue_job's bound)
+
+
+def parse_due(payload: str) -> tuple[int, bool, str] | None:
+    """A pgqw_jobs_at payload: (ms ahead, more after it, queue), or None when it is not one."""
+    head, sep, queue = payload.partition(" ")
+    more = head.endswith("+")
+    digits = head[:-1] if more else head
+    if not sep or not queue or not digits.isascii() or not digits.isdigit() or len(digits) > 12:
+        return None
+    ms = int(digits)
+    return (ms, more, queue) if ms <= MAX_DUE_MS else None
 
 
 class Listener:
@@ -34,6 +52,7 @@ class Listener:
         self.conn = conn                # already LISTENing (the worker's first connection), or None
         self.on_db_error = on_db_error
         self._backoff = Backoff()
+        self.due = wake if isinstance(wake, Wakeup) else None  # None: times for later are not kept
 
     def wanted(self, payload: str) -> bool:
         """Does a notification with this payload concern this worker?"""
@@ -48,16 +67,30 @@ class Listener:
                 self.conn = self.connect()
                 db.listen(self.conn)
                 self.log("listen", "reconnected; claiming in case a notification was missed")
+                if self.due is not None:
+                    self.due.unsure(self.due.clock())  # and asking next_run_at, for the times missed
                 self.wake.set()
             seen = []
             for note in self.conn.notifies(timeout=timeout, stop_after=stop_after):
                 seen.append(note.payload)
-                if self.wanted(note.payload):
+                if note.channel == db.NOTIFY_AT_CHANNEL:
+                    self.heard_due(note.payload)
+                elif self.wanted(note.payload):
                     self.wake.set()
             return seen
         except Exception:
             self.close()
             raise
+
+    def heard_due(self, payload: str) -> None:
+        """A pgqw_jobs_at notification: the time goes to the main loop's Wakeup when the queue is wanted."""
+        parsed = parse_due(payload)
+        if parsed is None:
+            self.wake.set()  # not a format this worker knows: claim, as for a plain notification
+            return
+        ms, more, queue = parsed
+        if self.due is not None and self.wanted(queue):
+            self.due.at(self.due.clock() + ms / 1000.0, more=more)
 
     def loop(self) -> None:
         while not self.exiting.is_set():

@@ -7,6 +7,7 @@ Threads, not asyncio (the handlers are blocking code):
   recorder   with WORKER_BATCH_MARK, records the successes in batches (recorder.Recorder.loop)
   heartbeat  extends the lease of every job still held (heartbeat.py)
   listener   LISTENs and wakes main (listener.py), with WORKER_LISTEN
+  scheduler  enqueues the due slots of the schedules table (scheduler.py), unless SCHEDULER=0
 Held jobs and the cap are slots.py; connections and the retry rule database.py; the log format
 log.py; signals, the grace and the hand-back shutdown.py.
 """
@@ -25,12 +26,13 @@ from pgqw.tasks import Registry, load
 from pgqw.worker.heartbeat import Heartbeat
 from pgqw.worker.listener import Listener
 from pgqw.worker.log import Log, describe_database, route_task_log
-from pgqw.worker.loop import MainLoop
+from pgqw.worker.loop import MainLoop, Wakeup
 from pgqw.worker.presence import Presence
 from pgqw.worker.recorder import Recorder
 from pgqw.worker.shutdown import Shutdown, Signals
 from pgqw.worker.slots import Running, Slots
 from pgqw.worker.pruner import Pruner
+from pgqw.worker.scheduler import Scheduler
 from pgqw.worker.sweeper import Sweeper
 
 
@@ -44,7 +46,7 @@ class Worker:
         # The task types this worker runs: the modules of --tasks / PGQW_TASKS (pgqw.demo by default).
         self.registry = tasks if tasks is not None else load(s.task_modules)
         self.log = Log(s.worker_id, out)
-        self.wake = threading.Event()       # main loop: claim now
+        self.wake = Wakeup()                # main loop: claim now, and when jobs come due later (loop.py)
         self.stopping = threading.Event()   # first signal: no more claims
         self.exiting = threading.Event()    # shutdown done: background threads stop retrying
         self.reason = ""
@@ -65,6 +67,9 @@ class Worker:
         self.loop = MainLoop(s, self.claimer, self.sweeper, self.database, self.log,
                              wake=self.wake, stopping=self.stopping, alive=self.presence.alive,
                              pruner=Pruner(s, self.log, self.database.once) if s.prune else None)
+        # Periodic jobs (scheduler.py): the code's schedules registered at start; its own thread, in every
+        # worker unless SCHEDULER=0.
+        self.scheduler = Scheduler(self.registry, self.log, self.database.once)
         self.shutdown = Shutdown(s, self.slots, self.log, self.database)
 
     def run(self) -> int:
@@ -77,6 +82,7 @@ class Worker:
             route_task_log(self.log)
             # Registered before "worker started": once the line is out, the API knows its task types.
             self.presence.register()
+            self.scheduler.register()  # after the task types: a schedule needs its type registered
             self._log_started()
             self.sweeper.sweep()
         except BaseException:
@@ -85,6 +91,8 @@ class Worker:
                 listen_conn.close()
             raise
         self._thread("heartbeat", lambda: self.heartbeat.loop(self.exiting))
+        if self.settings.scheduler:
+            self._thread("scheduler", lambda: self.scheduler.loop(self.exiting))
         if self.settings.batch_mark:
             self._thread("recorder", lambda: self.recorder.loop(self.exiting))
         if self.settings.listen:

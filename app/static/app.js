@@ -146,22 +146,312 @@ function badge(el, status) {
   el.className = `badge badge-${status}`;
 }
 
+// 42 s, 3 min 5 s, 2 h 10 min, 3 d 4 h: a duration in seconds, to the two largest units.
+function formatDuration(seconds) {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min${s % 60 ? ` ${s % 60} s` : ""}`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h${s % 3600 >= 60 ? ` ${Math.floor((s % 3600) / 60)} min` : ""}`;
+  return `${Math.floor(s / 86400)} d${s % 86400 >= 3600 ? ` ${Math.floor((s % 86400) / 3600)} h` : ""}`;
+}
+
+// "12 s ago" (by this browser's clock), with the exact time as its title.
+function agoCell(iso) {
+  const el = timeCell(iso);
+  if (iso) el.textContent = `${formatDuration((Date.now() - new Date(iso).getTime()) / 1000)} ago`;
+  return el;
+}
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+function td(content, className) {
+  const cell = el("td", className);
+  if (content instanceof Node) cell.append(content);
+  else if (content !== undefined && content !== null) cell.textContent = String(content);
+  return cell;
+}
+
+function button(text, testid, onClick, className = "button small-button") {
+  const b = el("button", className, text);
+  b.type = "button";
+  b.dataset.testid = testid;
+  b.addEventListener("click", onClick);
+  return b;
+}
+
 // ---------- views ----------
 
-const views = ["make", "jobs", "dead"];
+const views = ["console", "jobs", "dead", "make"];
 
 function currentView() {
   const name = location.hash.replace("#", "");
-  return views.includes(name) ? name : "make";
+  return views.includes(name) ? name : "console";
 }
 
 function showView() {
   const name = currentView();
   for (const section of $$(".view")) section.hidden = section.dataset.view !== name;
   for (const tab of $$(".tab")) tab.classList.toggle("active", tab.dataset.tab === name);
+  if (name === "console") consoleView.load();
   if (name === "jobs") jobs.load();
   if (name === "dead") dead.load(null);
 }
+
+// ---------- 0. the console: workers, queues, task types, schedules ----------
+
+const SVG = "http://www.w3.org/2000/svg";
+const SPARK_W = 120;
+const SPARK_H = 32;
+
+// One bar per bucket, oldest first: succeeded from the bottom, failed stacked on top. Each queue's
+// chart has its own scale (its busiest bucket fills the height); the totals are written beside it.
+function sparkline(series, bucketSeconds) {
+  const n = series.succeeded.length;
+  const busiest = Math.max(0, ...series.succeeded.map((ok, i) => ok + series.failed[i]));
+  const peak = Math.max(1, busiest);
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("class", "spark");
+  svg.setAttribute("width", String(SPARK_W));
+  svg.setAttribute("height", String(SPARK_H));
+  svg.setAttribute("viewBox", `0 0 ${SPARK_W} ${SPARK_H}`);
+  svg.setAttribute("role", "img");
+  const label = `${series.totalSucceeded} succeeded, ${series.totalFailed} dead in the last hour; ` +
+    `at most ${busiest} in ${formatDuration(bucketSeconds)}`;
+  svg.setAttribute("aria-label", label);
+  const title = document.createElementNS(SVG, "title");
+  title.textContent = label;
+  svg.append(title);
+  const base = document.createElementNS(SVG, "line");
+  base.setAttribute("class", "spark-base");
+  base.setAttribute("x1", "0");
+  base.setAttribute("x2", String(SPARK_W));
+  base.setAttribute("y1", String(SPARK_H - 0.5));
+  base.setAttribute("y2", String(SPARK_H - 0.5));
+  svg.append(base);
+  const w = SPARK_W / n;
+  const bar = (i, from, count, cls) => {
+    if (!count) return;
+    const h = Math.max(1, (count / peak) * (SPARK_H - 2));
+    const r = document.createElementNS(SVG, "rect");
+    r.setAttribute("class", cls);
+    r.setAttribute("x", (i * w + 0.25).toFixed(2));
+    r.setAttribute("width", Math.max(0.5, w - 0.5).toFixed(2));
+    r.setAttribute("y", (SPARK_H - 1 - from - h).toFixed(2));
+    r.setAttribute("height", h.toFixed(2));
+    svg.append(r);
+    return h;
+  };
+  for (let i = 0; i < n; i += 1) {
+    const okHeight = bar(i, 0, series.succeeded[i], "spark-ok") || 0;
+    bar(i, okHeight, series.failed[i], "spark-bad");
+  }
+  return svg;
+}
+
+const consoleView = {
+  timer: null,
+
+  async load() {
+    clearTimeout(this.timer);
+    this.seq = (this.seq || 0) + 1; // only the latest load draws (see jobs.load)
+    const mine = this.seq;
+    const get = (path) => api(path).then((r) => r.data);
+    const [workers, queues, throughput, types, schedules, stats] = await Promise.allSettled([
+      get("/api/workers"), get("/api/queues"), get("/api/throughput?minutes=60"), get("/api/task-types"),
+      get("/api/schedules"), get("/api/stats"),
+    ]);
+    if (mine !== this.seq) return;
+    if (workers.status === "fulfilled") this.renderWorkers(workers.value);
+    if (queues.status === "fulfilled") {
+      this.renderQueues(queues.value, throughput.status === "fulfilled" ? throughput.value : null,
+        workers.status === "fulfilled" ? workers.value : null);
+    }
+    if (types.status === "fulfilled") this.renderTypes(types.value);
+    this.renderSchedules(schedules);
+    if (stats.status === "fulfilled") {
+      $("#sum-dead").textContent = String(stats.value.counts.dead);
+      $("#sum-dead").closest(".tile").classList.toggle("bad", stats.value.counts.dead > 0);
+    }
+    if ([workers, queues, throughput].every((r) => r.status === "fulfilled")) {
+      $("#console-updated").textContent = `Updated ${formatTime(new Date().toISOString())}`;
+    }
+    if (currentView() === "console") this.timer = setTimeout(() => this.load(), REFRESH_MS);
+  },
+
+  renderWorkers(workers) {
+    const rows = workers.map((w) => {
+      const tr = el("tr", w.alive ? "" : "gone");
+      tr.dataset.workerId = w.id;
+      tr.dataset.testid = "worker-row";
+      const who = el("td");
+      who.append(el("div", "mono", w.id));
+      if (w.hostname || w.pid) who.append(el("div", "muted small", [w.hostname, w.pid && `pid ${w.pid}`].filter(Boolean).join(" · ")));
+      const state = el("span");
+      badge(state, w.alive ? "alive" : "gone");
+      state.dataset.testid = "worker-state";
+      if (!w.alive) state.title = w.stoppedAt ? `stopped at ${w.stoppedAt}` : `no heartbeat since ${w.lastSeenAt}`;
+      tr.append(
+        who,
+        td(state),
+        td(w.queues ? w.queues.join(", ") : "all", w.queues ? "" : "muted"),
+        td(w.taskTypes.join(", "), "small"),
+        td(w.concurrency === null ? "—" : w.concurrency, "num"),
+        td(agoCell(w.lastSeenAt), "nowrap"),
+        td(timeCell(w.startedAt), "nowrap"),
+      );
+      return tr;
+    });
+    $("#workers-rows").replaceChildren(...rows);
+    $("#workers-empty").hidden = rows.length > 0;
+    const alive = workers.filter((w) => w.alive).length;
+    $("#sum-workers").textContent = String(alive);
+    $("#sum-workers").closest(".tile").classList.toggle("bad", alive === 0);
+  },
+
+  renderQueues(queues, throughput, workers) {
+    // Whether a live worker takes jobs from a queue (its queues: null means every queue).
+    const served = (name) => !workers || workers.some((w) => w.alive && (w.queues === null || w.queues.includes(name)));
+    const series = new Map(((throughput && throughput.queues) || []).map((q) => [q.name, q]));
+    const buckets = throughput ? throughput.buckets : 60;
+    const empty = { succeeded: Array(buckets).fill(0), failed: Array(buckets).fill(0), totalSucceeded: 0, totalFailed: 0 };
+    // A queue whose jobs were all pruned can still have attempts in the window: show it too.
+    const names = new Set(queues.map((q) => q.name));
+    const all = queues.concat([...series.keys()].filter((n) => !names.has(n))
+      .map((name) => ({ name, paused: false, maxRunning: null, depth: 0, running: 0, oldestReadyAgeSeconds: 0 })));
+    const rows = all.map((q) => {
+      const tr = el("tr", q.paused ? "paused" : "");
+      tr.dataset.queue = q.name;
+      tr.dataset.testid = "queue-row";
+      const state = el("span");
+      badge(state, q.paused ? "paused" : "active");
+      state.dataset.testid = "queue-state";
+      const stateCell = td(state, "badges");
+      if (q.depth > 0 && !served(q.name)) {
+        const warn = el("span", "badge badge-unserved", "no live worker");
+        warn.title = "no live worker takes jobs from this queue";
+        warn.dataset.testid = "queue-unserved";
+        stateCell.append(warn);
+      }
+      const s = series.get(q.name) || empty;
+      const chart = el("div", "spark-cell");
+      chart.append(sparkline(s, throughput ? throughput.bucketSeconds : 60),
+        el("span", "small muted", `${s.totalSucceeded} ok${s.totalFailed ? ` · ${s.totalFailed} failed` : ""}`));
+      const action = q.paused
+        ? button("Resume", "queue-resume", () => this.queueAction(q.name, "resume"))
+        : button("Pause", "queue-pause", () => this.queueAction(q.name, "pause"));
+      action.setAttribute("aria-label", `${q.paused ? "Resume" : "Pause"} queue ${q.name}`);
+      tr.append(
+        td(el("span", "cell-title", q.name)),
+        stateCell,
+        td(q.depth, "num"),
+        td(q.depth ? formatDuration(q.oldestReadyAgeSeconds) : "—", "num nowrap"),
+        td(q.running, "num"),
+        td(q.maxRunning === null ? "none" : q.maxRunning, q.maxRunning === null ? "num muted" : "num"),
+        td(chart),
+        td(action),
+      );
+      return tr;
+    });
+    $("#queues-rows").replaceChildren(...rows);
+    $("#queues-empty").hidden = rows.length > 0;
+    $("#queue-names").replaceChildren(...all.map((q) => Object.assign(el("option"), { value: q.name })));
+    $("#sum-waiting").textContent = String(queues.reduce((n, q) => n + q.depth, 0));
+    $("#sum-running").textContent = String(queues.reduce((n, q) => n + q.running, 0));
+    const oldest = Math.max(0, ...queues.filter((q) => q.depth).map((q) => q.oldestReadyAgeSeconds));
+    $("#sum-oldest").textContent = queues.some((q) => q.depth) ? formatDuration(oldest) : "—";
+    if (throughput) {
+      const done = throughput.queues.reduce((n, q) => n + q.totalSucceeded + q.totalFailed, 0);
+      $("#sum-hour").textContent = String(done);
+    }
+  },
+
+  async queueAction(name, action) {
+    try {
+      await api(`/api/queues/${encodeURIComponent(name)}/${action}`, { method: "POST" });
+    } catch (failure) {
+      $("#console-updated").textContent = `Could not ${action} ${name}: ${failure.message}`;
+    }
+    this.load();
+  },
+
+  renderTypes(types) {
+    const rows = types.map((t) => {
+      const tr = el("tr");
+      tr.dataset.taskType = t.name;
+      tr.dataset.testid = "type-row";
+      const name = el("td");
+      name.append(el("div", "mono", t.name));
+      if (t.description) name.append(el("div", "muted small", t.description));
+      // backoff_delay: least(base · 2^(attempt − 1) + jitter, cap), jitter from 0 to its maximum.
+      const backoff = `${formatDuration(t.backoffBaseMs / 1000)} doubling` +
+        (t.backoffMaxJitterMs ? ` + 0–${formatDuration(t.backoffMaxJitterMs / 1000)} jitter` : "") +
+        `, at most ${formatDuration(t.backoffMaxDelayMs / 1000)}`;
+      tr.append(name, td(t.queue), td(t.priority, "num"), td(t.maxAttempts, "num"), td(backoff, "small"),
+        td(formatDuration(t.leaseMs / 1000), "num nowrap"));
+      return tr;
+    });
+    $("#types-rows").replaceChildren(...rows);
+    $("#types-empty").hidden = rows.length > 0;
+    $("#type-names").replaceChildren(...types.map((t) => Object.assign(el("option"), { value: t.name })));
+  },
+
+  // The schedules route may not exist on this server (404): then there is nothing to show.
+  renderSchedules(result) {
+    const error = $("#schedules-error");
+    error.hidden = true;
+    let list = [];
+    if (result.status === "fulfilled") {
+      const data = result.value;
+      list = Array.isArray(data) ? data : (data && data.schedules) || [];
+    } else if (result.reason && result.reason.status !== 404) {
+      error.textContent = `Could not read the schedules: ${result.reason.message}`;
+      error.hidden = false;
+      return;
+    }
+    const pick = (s, camel, snake) => (s[camel] !== undefined ? s[camel] : s[snake]);
+    const rows = list.map((s) => {
+      const tr = el("tr", s.paused ? "paused" : "");
+      tr.dataset.schedule = s.name;
+      tr.dataset.testid = "schedule-row";
+      const name = el("td");
+      name.append(el("div", "cell-title", s.name));
+      name.append(el("div", "muted small mono", `${pick(s, "taskType", "task_type")} → ${s.queue || "its queue"}`));
+      const when = el("td");
+      when.append(el("code", "", s.cron));
+      const state = el("span");
+      badge(state, s.paused ? "paused" : "active");
+      state.dataset.testid = "schedule-state";
+      const action = s.paused
+        ? button("Resume", "schedule-resume", () => this.scheduleAction(s.name, "resume"))
+        : button("Pause", "schedule-pause", () => this.scheduleAction(s.name, "pause"));
+      action.setAttribute("aria-label", `${s.paused ? "Resume" : "Pause"} schedule ${s.name}`);
+      const last = pick(s, "lastSlot", "last_slot");
+      const next = pick(s, "nextSlot", "next_slot");
+      tr.append(name, when, td(timeCell(last), "nowrap"),
+        td(timeCell(s.paused ? null : next), "nowrap"), td(state), td(action));
+      return tr;
+    });
+    $("#schedules-rows").replaceChildren(...rows);
+    $('[data-testid="schedules-table"]').hidden = rows.length === 0;
+    $("#schedules-empty").hidden = rows.length > 0;
+  },
+
+  async scheduleAction(name, action) {
+    try {
+      await api(`/api/schedules/${encodeURIComponent(name)}/${action}`, { method: "POST" });
+    } catch (failure) {
+      $("#schedules-error").textContent = `Could not ${action} ${name}: ${failure.message}`;
+      $("#schedules-error").hidden = false;
+      return;
+    }
+    this.load();
+  },
+};
 
 // ---------- stats (counts per status) ----------
 
@@ -369,13 +659,33 @@ const form = {
 
 // ---------- 2. jobs table ----------
 
+const SEARCH_FIELDS = ["id_prefix", "type", "queue"];
+
 const jobs = {
   status: "",
+  filters: {}, // the search: id_prefix, type, queue (status is the chips)
   cursors: [null], // the cursor of each page seen; the last one is the page shown
   next: null,
   timer: null,
 
   init() {
+    $("#job-search").addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.filters = {};
+      for (const name of SEARCH_FIELDS) {
+        const value = $(`#s-${name}`).value.trim();
+        if (value) this.filters[name] = value;
+      }
+      this.cursors = [null];
+      this.load();
+    });
+    $("#search-clear").addEventListener("click", () => {
+      for (const name of SEARCH_FIELDS) $(`#s-${name}`).value = "";
+      this.filters = {};
+      this.status = "";
+      this.cursors = [null];
+      this.load();
+    });
     for (const chip of $$("#status-filter .chip")) {
       chip.addEventListener("click", () => {
         this.status = chip.dataset.status;
@@ -394,20 +704,72 @@ const jobs = {
     });
   },
 
+  // The search fields suggest the registered task types and the known queues (the console fills the
+  // same lists when it is shown first).
+  async suggest() {
+    try {
+      if (!$("#type-names").children.length) {
+        const { data } = await api("/api/task-types");
+        $("#type-names").replaceChildren(...data.map((t) => Object.assign(el("option"), { value: t.name })));
+      }
+      if (!$("#queue-names").children.length) {
+        const { data } = await api("/api/queues");
+        $("#queue-names").replaceChildren(...data.map((q) => Object.assign(el("option"), { value: q.name })));
+      }
+    } catch (_) {
+      // suggestions only
+    }
+  },
+
   async load() {
     clearTimeout(this.timer);
+    // Only the latest request may draw: an older one (other filters, another page) that answers later
+    // is dropped, so a slow answer never shows rows that do not match the search on screen.
+    this.seq = (this.seq || 0) + 1;
+    const mine = this.seq;
+    this.suggest();
     for (const chip of $$("#status-filter .chip")) chip.classList.toggle("active", chip.dataset.status === this.status);
     const params = new URLSearchParams({ limit: String(PAGE_SIZE) });
     if (this.status) params.set("status", this.status);
+    for (const [name, value] of Object.entries(this.filters)) params.set(name, value);
     const cursor = this.cursors[this.cursors.length - 1];
     if (cursor) params.set("cursor", cursor);
+    const searchError = $("#search-error");
     try {
       const [{ data }] = await Promise.all([api(`/api/jobs?${params}`), refreshStats()]);
+      if (mine !== this.seq) return;
+      searchError.hidden = true;
       this.render(data);
-    } catch (_) {
-      // shown as stale; the next refresh tries again
+    } catch (failure) {
+      if (mine !== this.seq) return;
+      // A refused search (400) says why; anything else is shown as stale and the next refresh tries again.
+      if (failure instanceof ApiFailure && failure.status === 400) {
+        const problems = Array.isArray(failure.details) ? failure.details : [];
+        const label = (field) => ({ id_prefix: "Id", type: "Task type", queue: "Queue" })[field] || field;
+        searchError.textContent = problems.length
+          ? problems.map((d) => `${label(d.field)} ${d.problem}.`).join(" ")
+          : failure.message;
+        searchError.hidden = false;
+        $("#jobs-rows").replaceChildren();
+        $("#jobs-empty").hidden = true;
+        return;
+      }
     }
     if (currentView() === "jobs") this.timer = setTimeout(() => this.load(), REFRESH_MS);
+  },
+
+  async act(job, action, buttonEl) {
+    buttonEl.disabled = true;
+    const note = $("#jobs-note");
+    try {
+      const { data } = await api(`/api/jobs/${job.id}/${action}`, { method: "POST" });
+      note.textContent = action === "cancel" && data.status === "processing"
+        ? `Asked the worker running ${shortId(job.id)} to stop.`
+        : `${action === "cancel" ? "Cancelled" : "Retried"} ${shortId(job.id)}: now ${data.status}.`;
+    } catch (failure) {
+      note.textContent = `Could not ${action} ${shortId(job.id)}: ${failure.message}`;
+    }
+    this.load();
   },
 
   render(page) {
@@ -421,12 +783,14 @@ const jobs = {
       const listing = document.createElement("td");
       const title = document.createElement("div");
       title.className = "cell-title";
-      title.textContent = (job.payload && job.payload.title) || job.type;
+      title.textContent = (job.payload && typeof job.payload.title === "string" && job.payload.title) || job.type;
       const id = document.createElement("code");
       id.className = "muted small";
       id.textContent = shortId(job.id);
       id.title = job.id;
+      id.dataset.testid = "job-row-id";
       listing.append(title, id);
+      if (title.textContent !== job.type) listing.append(el("span", "muted small", ` · ${job.type}`));
       const status = document.createElement("td");
       const b = document.createElement("span");
       badge(b, job.status);
@@ -448,7 +812,18 @@ const jobs = {
         a.textContent = job.type === "listing_flyer" ? "PDF" : "result";
         flyer.append(a);
       }
-      tr.append(created, listing, status, attempts, error, flyer);
+      const actions = el("td", "nowrap");
+      if (["pending", "failed", "processing"].includes(job.status)) {
+        const b = button("Cancel", "row-cancel", () => this.act(job, "cancel", b), "button small-button danger");
+        b.setAttribute("aria-label", `Cancel job ${shortId(job.id)}`);
+        actions.append(b);
+      }
+      if (job.status === "dead") {
+        const b = button("Retry", "row-retry", () => this.act(job, "retry", b));
+        b.setAttribute("aria-label", `Retry job ${shortId(job.id)}`);
+        actions.append(b);
+      }
+      tr.append(created, listing, td(job.queue, "nowrap"), status, attempts, error, flyer, actions);
       return tr;
     });
     $("#jobs-rows").replaceChildren(...rows);

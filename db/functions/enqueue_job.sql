@@ -1,4 +1,5 @@
--- enqueue_job: adds one job (→ pending; notifies pgqw_jobs when it is ready now), or returns the job made before
+-- enqueue_job: adds one job (→ pending; notifies pgqw_jobs with the queue when it is ready now, else pgqw_jobs_at
+-- with '<ms> <queue>', how far ahead its run_at is on the server's clock), or returns the job made before
 -- with this idempotency key (the unique constraint decides between concurrent calls). Unset queue, priority and
 -- max_attempts: the task type's (task_type_settings), then the defaults. Returns the job and created.
 -- p_unique_for: the key is unique only for that window; the stored key is `<key>@<window start>` (UTC).
@@ -32,6 +33,7 @@ declare
     v_created boolean;
     v_key text := p_idempotency_key;
     v_window_ms bigint;
+    v_due_ms bigint;
 begin
     select * into v_settings from queue_settings;
     -- Unset queue, priority and max_attempts: the task type's (a DBA's value, else the code's), then
@@ -123,8 +125,15 @@ begin
             hint = 'use a new idempotency key for a different request';
     end if;
 
-    if v_created and v_job.run_at <= now() then
-        perform pg_notify('pgqw_jobs', v_job.queue);
+    if v_created then
+        -- Delivered at commit. How far ahead is measured now, as late as the function can: a transaction
+        -- that stays open after this call makes the worker wake that much later (its poll still runs).
+        v_due_ms := ceil(extract(epoch from v_job.run_at - clock_timestamp()) * 1000);
+        if v_job.run_at <= now() or v_due_ms <= 0 then
+            perform pg_notify('pgqw_jobs', v_job.queue);
+        else
+            perform pg_notify('pgqw_jobs_at', v_due_ms || ' ' || v_job.queue);
+        end if;
     end if;
 
     return query select v_job.*, v_created;

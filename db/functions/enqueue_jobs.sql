@@ -1,5 +1,7 @@
 -- enqueue_jobs: enqueue_job for a JSON array of {type, payload, idempotency_key[, queue, priority, run_at or delay_ms,
--- max_attempts, unique_for_ms]} in one insert (→ pending), one notification per queue. Returns one row per element,
+-- max_attempts, unique_for_ms]} in one insert (→ pending), one notification per queue: pgqw_jobs with the queue for
+-- jobs ready now, pgqw_jobs_at with '<ms> <queue>' for the earliest later one ('<ms>+ <queue>' when others of that
+-- queue come due later still). Returns one row per element,
 -- in order. unique_for_ms: as enqueue_job's p_unique_for (the stored key is `<key>@<window start>`).
 -- Raises QV400 (not an array, a bad element, a key twice in the batch), QV413 (payload too large), QI409.
 create or replace function enqueue_jobs(
@@ -27,6 +29,8 @@ declare
     v_new jobs[];
     v_bad record;
     v_queue text;
+    v_later record;
+    v_due_ms bigint;
 begin
     select * into v_settings from queue_settings;
     if p_jobs is null or jsonb_typeof(p_jobs) <> 'array' then
@@ -189,6 +193,21 @@ begin
         select distinct c.queue from unnest(v_new) as c where c.run_at <= now()
     loop
         perform pg_notify('pgqw_jobs', v_queue);
+    end loop;
+    -- Jobs for later: the queue's earliest, and whether more of it come due after that one (a worker then
+    -- asks next_run_at when that time comes). Delivered at commit, measured now (as enqueue_job does).
+    for v_later in
+        select c.queue, min(c.run_at) as first_at, max(c.run_at) > min(c.run_at) as more
+          from unnest(v_new) as c where c.run_at > now() group by c.queue
+    loop
+        v_due_ms := ceil(extract(epoch from v_later.first_at - clock_timestamp()) * 1000);
+        if v_due_ms <= 0 then
+            perform pg_notify('pgqw_jobs', v_later.queue);
+        end if;
+        if v_due_ms > 0 or v_later.more then
+            perform pg_notify('pgqw_jobs_at', greatest(v_due_ms, 1) || case when v_later.more then '+' else '' end
+                                              || ' ' || v_later.queue);
+        end if;
     end loop;
 
     if cardinality(v_new) = cardinality(v_keys) then

@@ -1,5 +1,6 @@
 -- mark_failed: processing → failed (tries left and p_retryable; run_at = now() + backoff_delay with the p_ arguments,
--- else the task type's backoff, else queue_settings') or → dead (notifies pgqw_finished), for the attempt whose lease
+-- else the task type's backoff, else queue_settings'; notifies pgqw_jobs_at with '<ms> <queue>', or pgqw_jobs with the
+-- queue when it is due at once) or → dead (notifies pgqw_finished), for the attempt whose lease
 -- token this is; its job_attempts row becomes failed with p_error (cut to 10,000 characters). A job asked to cancel
 -- (cancel_job) ends cancelled instead (notifies pgqw_finished), its attempt cancelled with p_error.
 -- Returns the job and already_recorded (true: this attempt had already failed with this error, nothing changed).
@@ -31,6 +32,7 @@ declare
     v_outcome text;
     v_recorded_error text;
     v_cancel boolean;
+    v_due_ms bigint;
 begin
     if p_job_id is null or p_lease_token is null or p_retryable is null then
         raise exception using errcode = 'QV400',
@@ -73,6 +75,14 @@ begin
     if found then
         if v_job.status in ('dead', 'cancelled') then
             perform pg_notify('pgqw_finished', p_job_id::text);
+        elsif v_job.status = 'failed' then
+            -- The retry's time, so a worker wakes for it (delivered at commit, measured now).
+            v_due_ms := ceil(extract(epoch from v_job.run_at - clock_timestamp()) * 1000);
+            if v_due_ms > 0 then
+                perform pg_notify('pgqw_jobs_at', v_due_ms || ' ' || v_job.queue);
+            else
+                perform pg_notify('pgqw_jobs', v_job.queue);
+            end if;
         end if;
         update job_attempts a
            set outcome = case when v_cancel then 'cancelled' else 'failed' end, error = v_error, finished_at = greatest(now(), a.started_at)

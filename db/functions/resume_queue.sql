@@ -1,5 +1,6 @@
 -- resume_queue: claims take from the queue again. Idempotent: resuming a running queue (or one never
--- paused) is fine. Returns the queue's row. Raises QV400 (null, blank or over-long name).
+-- paused) is fine. Notifies pgqw_jobs with the queue's name, so listening workers claim the jobs that
+-- came due meanwhile at once. Returns the queue's row. Raises QV400 (null, blank or over-long name).
 create or replace function resume_queue(
     p_queue  text
 ) returns setof queues
@@ -16,5 +17,6 @@ begin
     insert into queues as q (name, paused, updated_at) values (p_queue, false, now())
     on conflict on constraint queues_pkey do update set paused = false, updated_at = excluded.updated_at
     returning q.*;
+    perform pg_notify('pgqw_jobs', p_queue);
 end;
 $$;

@@ -10,6 +10,10 @@
 --   * A function that only reads or computes (backoff_delay, queue_stats, the report_* functions) is
 --     security invoker: it runs with the caller's rights, so the caller also needs SELECT on what it
 --     reads (granted below); it shows nothing the caller could not read anyway.
+--   * next_run_at only reads, but is security definer: workers read no table, and it answers with
+--     times alone (when the next jobs of given queues and types come due).
+--   * list_schedules only reads, but is security definer for the same reason: a worker's scheduler reads
+--     the schedules through it. check_schedule_cron only computes (security invoker, reads nothing).
 --   * raise_job_not_held is security invoker and internal: only the owner's functions call it, and no
 --     role may execute it.
 --   * claim_jobs_at and sweep_stuck_at take the time as an argument (tests, repairs): only the owner
@@ -34,10 +38,12 @@ declare
         'mark_failed, mark_jobs_succeeded, mark_succeeded, prune_jobs, queue_stats, raise_job_not_held, release_job, '
         'register_task_types, register_worker, report_concurrency, report_double_runs, report_latest_jobs, '
         'report_timeline, retry_dead, stop_worker, sweep_stuck, sweep_stuck_at, pause_queue, resume_queue, set_queue_limit, '
-        'cancel_job, mark_cancelled';
+        'cancel_job, mark_cancelled, next_run_at, '
+        'check_schedule_cron, set_schedule, pause_schedule, resume_schedule, delete_schedule, register_schedules, '
+        'enqueue_schedule_slots, list_schedules';
     -- schema_migrations is pgqw migrate's ledger; a database installed with psql alone has none.
     v_tables constant text := 'jobs, job_attempts, job_results, flyers, queue_settings, task_types, '
-        'task_type_settings, workers, queues, job_cancel_requests'
+        'task_type_settings, workers, queues, job_cancel_requests, schedules'
         || case when to_regclass('schema_migrations') is null then '' else ', schema_migrations' end;
     v_role text;
     v_grant record;
@@ -64,6 +70,9 @@ begin
             -- POST /api/jobs/{id}/cancel, and whether a running job was asked to stop.
             ('pgqw_api', 'execute on function cancel_job'),
             ('pgqw_api', 'select on table job_cancel_requests'),
+            -- GET /api/schedules, POST /api/schedules/{name}/pause, /resume.
+            ('pgqw_api', 'execute on function pause_schedule, resume_schedule, list_schedules'),
+            ('pgqw_api', 'select on table schedules'),
             ('pgqw_api', 'select on table jobs, job_attempts, job_results, flyers, task_types, task_type_settings, '
                          'workers'),
             -- Workers: the functions of their work, and no table. Every answer they need comes from the
@@ -73,6 +82,10 @@ begin
                             'register_worker, stop_worker, prune_jobs'),
             -- Ending an attempt whose job was asked to cancel (heartbeat says so).
             ('pgqw_worker', 'execute on function mark_cancelled'),
+            -- The scheduler: the code's schedules at start, the schedules each round, then each due slot.
+            ('pgqw_worker', 'execute on function register_schedules, list_schedules, enqueue_schedule_slots'),
+            -- When the next delayed job comes due (after a missed pgqw_jobs_at notification).
+            ('pgqw_worker', 'execute on function next_run_at'),
             -- Operators (pgqw report, pgqw check-idempotency, psql): every function but the internal
             -- raise_job_not_held and the owner's clock (claim_jobs_at, sweep_stuck_at), every table read,
             -- the settings changed. Still no direct write to jobs
@@ -84,6 +97,9 @@ begin
                            'sweep_stuck, prune_jobs'),
             ('pgqw_admin', 'execute on function pause_queue, resume_queue, set_queue_limit'),
             ('pgqw_admin', 'execute on function cancel_job, mark_cancelled'),
+            ('pgqw_admin', 'execute on function check_schedule_cron, set_schedule, pause_schedule, resume_schedule, '
+                           'delete_schedule, register_schedules, enqueue_schedule_slots, list_schedules'),
+            ('pgqw_admin', 'execute on function next_run_at'),
             ('pgqw_admin', format('select on table %s', v_tables)),
             -- A DBA's settings: queue_settings, and the plain (not code_*) columns of a task type.
             ('pgqw_admin', 'update on table queue_settings'),

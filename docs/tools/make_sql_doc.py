@@ -138,6 +138,35 @@ STEPS: list[tuple[str, str]] = [
      "select retry_dead(:'job_b');\n"
      "\\set VERBOSITY default\n"
      "reset role;\n"),
+    ("Schedules: periodic jobs",
+     "A schedule enqueues a job of its task type at each slot of a cron expression, read in UTC "
+     "([schedules.md](schedules.md)). A worker registers the schedules its code defines when it starts "
+     "(`register_schedules`); a DBA sets one with `set_schedule`, which checks the expression "
+     "(`check_schedule_cron`) and the task type. Every worker's scheduler hands the due slots to "
+     "`enqueue_schedule_slots`, which gives each slot one job, keyed `schedule:<name>@<slot>`. Here a "
+     "stop of three days is staged by moving the schedule's start back, and the slots are passed by hand; "
+     "with `catch_up => 'all'` each missed 03:00 gets its job (the default, `latest`, would enqueue only "
+     "the last one).\n\n@@SQL@@\n"
+     "select name from register_task_types('[{\"name\": \"nightly_report\", \"payload_schema\": {\"type\": \"object\"}}]');\n"
+     "select name, task_type, cron, payload, catch_up, paused, source\n"
+     "  from set_schedule('reports.nightly', 'nightly_report', '0 3 * * *', '{\"format\": \"pdf\"}', p_catch_up => 'all');\n"
+     "\\set VERBOSITY verbose\n"
+     "select * from set_schedule('reports.bad', 'nightly_report', '0 25 * * *');\n"
+     "select * from set_schedule('reports.bad', 'no_such_type', '@daily');\n"
+     "select * from pause_schedule('no-such-schedule');\n"
+     "\\set VERBOSITY default\n"
+     "update schedules set slots_after = now() - interval '3 days 1 hour' where name = 'reports.nightly';\n"
+     "select slot, created from enqueue_schedule_slots('reports.nightly', array(\n"
+     "  select s from generate_series(date_trunc('day', now()) - interval '3 days' + interval '3 hours', now(),\n"
+     "                                interval '1 day') s));\n"
+     "select idempotency_key, type, status from jobs where type = 'nightly_report' order by run_at;\n"
+     "-- Another scheduler with the same slots: nothing left to do.\n"
+     "select count(*) from enqueue_schedule_slots('reports.nightly', array(\n"
+     "  select s from generate_series(date_trunc('day', now()) - interval '3 days' + interval '3 hours', now(),\n"
+     "                                interval '1 day') s));\n"
+     "select name, paused from pause_schedule('reports.nightly');\n"
+     "select name, paused, slots_after > now() - interval '1 minute' as from_now_on from resume_schedule('reports.nightly');\n"
+     "select name from delete_schedule('reports.nightly');\n"),
 ]
 
 HEAD = """# Using the queue from psql
@@ -167,8 +196,16 @@ Functions, their arguments and the state change each makes:
 | `mark_cancelled(job_id, lease_token)` | processing → cancelled, once a cancel was requested (`mark_failed` and `release_job` of such a job, and the sweep, end it cancelled too) | QV400, QN404, QL409, QS409 |
 | `register_task_types(types jsonb)` | upserts task types: schema and `code_*` defaults (never a DBA's columns) | QV400 |
 | `register_worker(worker_id, task_types, queues, concurrency, hostname, pid, ttl_ms)`, `stop_worker(worker_id)` | a worker's presence | QV400 |
-| `pause_queue(queue)`, `resume_queue(queue)` | claims skip a paused queue (enqueues still land in it); idempotent; returns the `queues` row | QV400 |
+| `pause_queue(queue)`, `resume_queue(queue)` | claims skip a paused queue (enqueues still land in it); idempotent; returns the `queues` row (a resume wakes listening workers) | QV400 |
+| `next_run_at(queues, task_types, limit)` | none (reads): the earliest distinct `run_at` times still ahead in unpaused queues, with `due_in_ms` by the server's clock; what a worker that may have missed a `pgqw_jobs_at` notification asks | QV400 |
+| `prune_jobs(older_than, statuses, batch)` | deletes one batch of finished jobs older than an age, with their attempts and results (skips locked rows) | QV400 |
 | `set_queue_limit(queue, max_running)` | at most `max_running` of the queue's jobs processing at once, across all workers (null: no limit); the claim enforces it | QV400 |
+| `set_schedule(name, task_type, cron, payload, queue, priority, catch_up)` | makes or replaces a DBA's schedule (a new cron starts from now; its pause is kept) | QV400, QC400, QT422, QV413 |
+| `pause_schedule(name)`, `resume_schedule(name)`, `delete_schedule(name)` | a schedule stops, goes on from its next slot after now, or goes | QV400, QR404 |
+| `register_schedules(task_types, schedules jsonb)` | upserts the schedules a worker's code defines (never a DBA's schedule or pause) | QV400, QC400, QT422 |
+| `enqueue_schedule_slots(name, slots)` | → pending: one job per due slot its `catch_up` picks, each slot once | QV400, QR404, QV413 |
+| `list_schedules()` | none (reads): every schedule, what a worker's scheduler reads each round | none |
+| `check_schedule_cron(cron)` | none: what is wrong with a cron expression, or null | none |
 | `backoff_delay(attempt, base_ms, max_jitter_ms, max_delay_ms, jitter)` | none | QV400 |
 | `queue_stats()`, `report_timeline(job_id)`, `report_concurrency(prefix)`, `report_double_runs(prefix)`, `report_latest_jobs(limit)` | none (reads) | QV400, QN404 |
 

@@ -7,8 +7,13 @@
      dead job in red, the earlier attempt's error of a succeeded job muted and labelled as such
   3. the dead-letter view: a job forced dead by the real stored functions shows its payload, last
      error and every attempt; Retry moves it back to pending, and the worker then runs it
+  4. the console (the page's own view at /): the running worker alive and a stopped one gone, the
+     queues with their depth and the last hour's throughput, Pause shows a queue paused; the task
+     types; a job found by its id prefix and cancelled with its row's button; a schedule paused with
+     its button (when the server has GET /api/schedules)
 
-PGQW_UPDATE_SCREENSHOTS=1 also writes docs/images/page-form.png and docs/images/page-dead-letter.png.
+PGQW_UPDATE_SCREENSHOTS=1 also writes docs/images/page-form.png, page-dead-letter.png, console.png and
+console-jobs.png.
 """
 from __future__ import annotations
 
@@ -119,7 +124,7 @@ def screenshot(page, tmp_path: Path, name: str) -> None:  # type: ignore[no-unty
         shutil.copyfile(path, DOCS_IMAGES / name)
 
 
-def test_browser_form_jobs_table_and_dead_letter_retry(
+def test_browser_form_jobs_table_dead_letter_retry_and_console(
     db_url: str, conn: psycopg.Connection, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     from playwright.sync_api import expect
@@ -129,13 +134,16 @@ def test_browser_form_jobs_table_and_dead_letter_retry(
                        "listing photo could not be fetched (HTTP 404)"))
     earlier = succeed_on_second_attempt(conn, "Bungalow in Ikeja GRA", "renderer crashed")
     # Filler jobs on a queue the worker does not serve: they stay pending, so the table has two pages.
-    for n in range(16):
-        db.enqueue_job(conn, type="listing_flyer", payload={**LISTING, "title": f"Filler listing {n + 1}"},
-                       idempotency_key=f"filler-{n}", queue="filler")
+    fillers = [db.enqueue_job(conn, type="listing_flyer", payload={**LISTING, "title": f"Filler listing {n + 1}"},
+                              idempotency_key=f"filler-{n}", queue="filler") for n in range(16)]
+    # A worker that ran earlier and stopped: the console shows it gone.
+    db.register_worker(conn, worker_id="render-worker-old", task_types=["listing_flyer"], queues=["default"],
+                       hostname="old-box", pid=101)
+    db.stop_worker(conn, worker_id="render-worker-old")
 
     url, _worker = request.getfixturevalue("system")
     page = request.getfixturevalue("browser_page")
-    page.goto(url + "/")
+    page.goto(url + "/#make")  # the demo's form; the console is the page's own view at /
 
     # 1. The form. A bad field first: the API names it, the page shows it next to the field.
     expect(page.get_by_test_id("input-title")).to_have_value("3-bedroom apartment in Yaba")
@@ -232,6 +240,67 @@ def test_browser_form_jobs_table_and_dead_letter_retry(
     attempts_after = db.get_attempts(conn, job_id=dead.id)
     assert [a.outcome for a in attempts_after] == ["failed", "failed", "failed", "succeeded"]
 
+    # 4. The console: workers, queues, task types, schedules; then a job found and cancelled.
+    schedule = make_schedule(conn, url)
+    page.get_by_test_id("nav-console").click()
+    workers = page.locator('[data-testid="worker-row"]')
+    expect(workers.filter(has_text="render-worker-old").get_by_test_id("worker-state")).to_have_text("gone")
+    expect(workers.first.get_by_test_id("worker-state")).to_have_text("alive")  # the running worker, first
+    expect(workers.first).to_contain_text("listing_flyer")
+    filler = page.locator('[data-testid="queue-row"][data-queue="filler"]')
+    expect(filler).to_contain_text("16")  # waiting
+    expect(filler.get_by_test_id("queue-state")).to_have_text("active")
+    expect(filler.get_by_test_id("queue-unserved")).to_be_visible()  # the worker takes only "default"
+    default = page.locator('[data-testid="queue-row"][data-queue="default"]')
+    expect(default.locator("svg.spark rect.spark-ok").first).to_be_attached()  # the flyers made above
+    expect(page.locator('[data-testid="type-row"][data-task-type="listing_flyer"]')).to_be_visible()
+    filler.get_by_test_id("queue-pause").click()
+    expect(filler.get_by_test_id("queue-state")).to_have_text("paused")
+    expect(filler.get_by_test_id("queue-resume")).to_be_visible()
+    assert {q.name: q.paused for q in db.list_queues(conn)}["filler"] is True
+    if schedule is not None:
+        row = page.locator(f'[data-testid="schedule-row"][data-schedule="{schedule}"]')
+        expect(row.get_by_test_id("schedule-state")).to_have_text("active")
+        row.get_by_test_id("schedule-pause").click()
+        expect(row.get_by_test_id("schedule-state")).to_have_text("paused")
+    else:
+        expect(page.get_by_test_id("schedules-empty")).to_have_text("No schedules.")
+    screenshot(page, tmp_path, "console.png")
+
+    target = fillers[5]
+    page.get_by_test_id("nav-jobs").click()
+    page.get_by_test_id("filter-all").click()
+    page.get_by_test_id("search-id").fill(str(target.id)[:8])
+    page.get_by_test_id("search-queue").fill("filler")
+    page.get_by_test_id("search-submit").click()
+    row = page.locator(f'[data-testid="jobs-table"] tbody tr[data-job-id="{target.id}"]')
+    expect(rows).to_have_count(1)
+    expect(row).to_contain_text("Filler listing 6")
+    screenshot(page, tmp_path, "console-jobs.png")
+    row.get_by_test_id("row-cancel").click()
+    expect(row.locator(".badge")).to_have_text("cancelled")
+    expect(row.get_by_test_id("row-cancel")).to_have_count(0)
+    assert db.get_job(conn, job_id=target.id).status == "cancelled"
+    page.get_by_test_id("search-id").fill("not-hex")
+    page.get_by_test_id("search-submit").click()
+    expect(page.get_by_test_id("search-error")).to_contain_text("Id must be the start of a job id")
+
+
+def make_schedule(conn: psycopg.Connection, url: str) -> str | None:
+    """A schedule, when this server has schedules (GET /api/schedules); None otherwise."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(f"{url}/api/schedules", timeout=5).close()
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise
+    db.set_schedule(conn, name="nightly-flyers", task_type="listing_flyer", cron="0 3 * * *",
+                    payload=dict(LISTING), queue="scheduled")
+    return "nightly-flyers"
+
 
 def test_browser_asks_for_the_token_then_works_with_it(
     db_url: str, conn: psycopg.Connection, request: pytest.FixtureRequest
@@ -244,7 +313,7 @@ def test_browser_asks_for_the_token_then_works_with_it(
     with serve_api(db_url, {"API_TOKENS": token}) as url, run_worker(db_url, WORKER_ENV) as worker:
         worker.wait_for(r"worker started")
         page = request.getfixturevalue("browser_page")
-        page.goto(url + "/")
+        page.goto(url + "/#make")
         bar = page.get_by_test_id("auth-bar")
         expect(bar).to_be_visible()
         page.get_by_test_id("submit").click()

@@ -64,12 +64,18 @@ ROUTES = [
     ("GET", "/api/jobs/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/result"),
     ("GET", "/api/task-types"),
     ("GET", "/api/stats"),
+    ("GET", "/api/workers"),
+    ("GET", "/api/throughput"),
     ("GET", "/api/queues"),
     # A queue named like the job id above, so the documented path's {id} matches.
     ("POST", "/api/queues/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/pause"),
     ("POST", "/api/queues/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/resume"),
     ("PUT", "/api/queues/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/limit"),
     ("POST", "/api/queues/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/limit"),
+    ("GET", "/api/schedules"),
+    # A schedule named like the job id above, likewise.
+    ("POST", "/api/schedules/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/pause"),
+    ("POST", "/api/schedules/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/resume"),
     ("GET", "/api/openapi.json"),
 ]
 

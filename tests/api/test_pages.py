@@ -27,6 +27,19 @@ def test_page_has_the_three_views(shared_client: FlaskClient) -> None:
         assert f'data-testid="{testid}"' in html
 
 
+def test_page_is_the_console_first_with_its_panels_and_the_job_search(shared_client: FlaskClient) -> None:
+    html = shared_client.get("/").get_data(as_text=True)
+    for testid in ("nav-console", "summary", "queues-panel", "workers-panel", "types-panel", "schedules-panel",
+                   "job-search", "search-id", "search-type", "search-queue", "search-submit", "nav-make"):
+        assert f'data-testid="{testid}"' in html
+    # The console is the view shown first; the demo's form waits at #make.
+    assert re.search(r'<section id="view-console"[^>]*data-view="console"[^>]*>', html)
+    assert re.search(r'<section id="view-make"[^>]*\bhidden\b[^>]*>', html)
+    # Every search field has its label.
+    for name in ("id_prefix", "type", "queue"):
+        assert f'<label for="s-{name}">' in html and f'id="s-{name}"' in html
+
+
 def test_page_only_loads_its_own_files(shared_client: FlaskClient) -> None:
     r = shared_client.get("/")
     csp = r.headers["Content-Security-Policy"]

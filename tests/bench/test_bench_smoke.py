@@ -28,7 +28,7 @@ def test_bench_tiny_run_records_every_section_well_formed(pg_server: str, tmp_pa
 
     assert results.errors == []
     assert {row.section for row in results.rows.values()} == {
-        "raw", "enqueue", "drain", "latency", "depth", "bloat", "empty"}
+        "raw", "enqueue", "drain", "latency", "delayed", "depth", "bloat", "empty"}
     for row in results.rows.values():
         assert row.values, row.key
         assert all(math.isfinite(v) and v >= 0 for v in row.values), row
@@ -38,14 +38,14 @@ def test_bench_tiny_run_records_every_section_well_formed(pg_server: str, tmp_pa
             assert results.ratio(row.key) is not None
     for key in ("raw.single.p1", "raw.batch.p2", "fn.enqueue_job", "fn.enqueue_jobs", "api.enqueue",
                 "worker.single.p2", "worker.batch.p2", "worker.latency.listen.p1.p50",
-                "worker.latency.poll.p1.p99", "depth.small", "depth.large", "bloat.dead_per_job",
+                "worker.latency.poll.p1.p99", "worker.delayed.listen.p99", "depth.small", "depth.large", "bloat.dead_per_job",
                 "empty.after_drain.ms", "raw.empty.after_vacuum.blocks"):
         assert key in results.rows, key
     assert {"worker.single.p1", "worker.batch.p2"} <= set(results.profiles)
     assert results.facts["commit"] and results.facts["server"]["settings"]["synchronous_commit"]
 
     verdicts = report.verdicts(results)
-    assert len(verdicts) == 11 and all(v.met is not None for v in verdicts)
+    assert len(verdicts) == 13 and all(v.met is not None for v in verdicts)
     assert "Targets:" in "\n".join(report.table_lines(results))
     text = report.markdown(results, command="pgqw bench", notes="hand-written notes", chart_path="chart.png")
     assert text.startswith("# Benchmarks")

@@ -87,6 +87,33 @@ def test_metrics_with_no_worker_and_no_job(app: Flask) -> None:
     assert not [name for name, _ in samples if name == "pgqw_jobs_waiting_without_worker"]
 
 
+def test_metrics_history_above_the_exact_limit_is_an_estimate_and_says_so(app: Flask, conn: psycopg.Connection) -> None:
+    # Below 10,000 rows every figure is exact and pgqw_stats_estimated is 0 for both tables.
+    # (queue_stats() itself: the app would serve the second scrape below from its cache.)
+    assert {(s.label, s.value) for s in db.queue_stats(conn) if s.metric == "stats_estimated"} == {
+        ("jobs", 0), ("job_attempts", 0)}
+    # 12,000 succeeded jobs in one queue, one attempt each, and the statistics an ANALYZE gives.
+    conn.execute(
+        "insert into jobs (type, status, attempts, max_attempts, started_at, finished_at, idempotency_key, queue)"
+        " select 'listing_flyer', 'succeeded', 1, 5, now(), now(), 'big-' || i, 'bulk'"
+        "   from generate_series(1, 12000) i")
+    conn.execute(
+        "insert into job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome)"
+        " select id, 1, 'w1', started_at, finished_at, 'succeeded' from jobs where queue = 'bulk'")
+    conn.execute("analyze jobs")
+    conn.execute("analyze job_attempts")
+    enqueue(conn, queue="bulk")
+    samples = _samples(app.test_client().get("/metrics").get_data(as_text=True))
+    assert samples[("pgqw_stats_estimated", (("table", "jobs"),))] == 1
+    assert samples[("pgqw_stats_estimated", (("table", "job_attempts"),))] == 1
+    # The estimates are near the truth (the planner's, from the statistics); live figures stay exact.
+    assert 12000 * 0.8 <= samples[("pgqw_jobs", (("queue", "bulk"), ("status", "succeeded")))] <= 12000 * 1.2
+    assert 12000 * 0.8 <= samples[("pgqw_job_attempts", (("outcome", "succeeded"),))] <= 12000 * 1.2
+    assert samples[("pgqw_jobs", (("queue", "bulk"), ("status", "pending")))] == 1
+    assert samples[("pgqw_jobs", (("queue", "bulk"), ("status", "dead")))] == 0
+    assert samples[("pgqw_job_attempts", (("outcome", "running"),))] == 0
+
+
 # ---- the cache: one queue_stats() per window, however many scrape ----
 
 class Clock:

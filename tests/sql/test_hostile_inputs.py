@@ -62,6 +62,12 @@ def fine(function: str, what: str, statement: str, result: Any) -> Any:
 # of the world's job in that state (or of no job); <tok:processing>, <tok:succeeded>, <tok:failed>,
 # <tok:dead> the lease token its claim returned; <made-up> a token no claim returned.
 BAD_CALLS = [
+    bad("next_run_at", "null-limit", "select * from next_run_at(p_limit => null)", "QV400"),
+    bad("next_run_at", "zero-limit", "select * from next_run_at(p_limit => 0)", "QV400"),
+    bad("next_run_at", "limit-1001", "select * from next_run_at(p_limit => 1001)", "QV400"),
+    bad("next_run_at", "min-int-limit", "select * from next_run_at(p_limit => -2147483648)", "QV400"),
+    bad("next_run_at", "empty-queues", "select * from next_run_at('{}'::text[])", "QV400"),
+    bad("next_run_at", "empty-task-types", "select * from next_run_at(p_task_types => '{}'::text[])", "QV400"),
     # backoff_delay(attempt, base_ms, max_jitter_ms, max_delay_ms, jitter)
     bad("backoff_delay", "null-attempt", "select backoff_delay(null)", "QV400"),
     bad("backoff_delay", "zero-attempt", "select backoff_delay(0)", "QV400"),
@@ -540,10 +546,72 @@ BAD_CALLS = [
     bad("set_queue_limit", "zero-limit", "select * from set_queue_limit('q', 0)", "QV400"),
     bad("set_queue_limit", "min-int-limit", "select * from set_queue_limit('q', -2147483648)", "QV400"),
     bad("set_queue_limit", "limit-overflow", "select * from set_queue_limit('q', 2147483648)", "42883"),
+    # set_schedule(name, task_type, cron, payload, queue, priority, catch_up)
+    bad("set_schedule", "null-name", "select * from set_schedule(null, 'noop', '* * * * *')", "QV400"),
+    bad("set_schedule", "injection-name", f"select * from set_schedule($${INJECTION}$$, 'noop', '* * * * *')", "QV400"),
+    bad("set_schedule", "name-101-chars", "select * from set_schedule(repeat('s', 101), 'noop', '* * * * *')", "QV400"),
+    bad("set_schedule", "slash-in-name", "select * from set_schedule('a/b', 'noop', '* * * * *')", "QV400"),
+    bad("set_schedule", "null-cron", "select * from set_schedule('s', 'noop', null)", "QC400"),
+    bad("set_schedule", "injection-cron", f"select * from set_schedule('s', 'noop', $${INJECTION}$$)", "QC400"),
+    bad("set_schedule", "six-fields", "select * from set_schedule('s', 'noop', '* * * * * *')", "QC400"),
+    bad("set_schedule", "minute-60", "select * from set_schedule('s', 'noop', '60 * * * *')", "QC400"),
+    bad("set_schedule", "huge-cron", "select * from set_schedule('s', 'noop', repeat('* ', 1000000))", "QC400"),
+    bad("set_schedule", "never", "select * from set_schedule('s', 'noop', '0 0 30 2 *')", "QC400"),
+    bad("set_schedule", "unknown-task-type", "select * from set_schedule('s', 'no-such-type', '* * * * *')", "QT422"),
+    bad("set_schedule", "null-task-type", "select * from set_schedule('s', null, '* * * * *')", "QV400"),
+    bad("set_schedule", "array-payload", "select * from set_schedule('s', 'noop', '* * * * *', '[]')", "QV400"),
+    bad("set_schedule", "huge-payload",
+        "select * from set_schedule('s', 'noop', '@daily', jsonb_build_object('x', repeat('x', 70000)))", "QV413"),
+    bad("set_schedule", "blank-queue", f"select * from set_schedule('s', 'noop', '@daily', '{{}}', {BLANK})", "QV400"),
+    bad("set_schedule", "unknown-catch-up",
+        "select * from set_schedule('s', 'noop', '@daily', p_catch_up => 'sometimes')", "QV400"),
+    # pause_schedule(name), resume_schedule(name), delete_schedule(name)
+    bad("pause_schedule", "null-name", "select * from pause_schedule(null)", "QV400"),
+    bad("pause_schedule", "unknown-name", "select * from pause_schedule('no-such-schedule')", "QR404"),
+    bad("pause_schedule", "injection-name", f"select * from pause_schedule($${INJECTION}$$)", "QR404"),
+    bad("resume_schedule", "null-name", "select * from resume_schedule(null)", "QV400"),
+    bad("resume_schedule", "unknown-name", "select * from resume_schedule('no-such-schedule')", "QR404"),
+    bad("delete_schedule", "null-name", "select * from delete_schedule(null)", "QV400"),
+    bad("delete_schedule", "unknown-name", "select * from delete_schedule(repeat('s', 1000000))", "QR404"),
+    # register_schedules(task_types, schedules)
+    bad("register_schedules", "null-types", "select * from register_schedules(null, '[]')", "QV400"),
+    bad("register_schedules", "null-type-name", "select * from register_schedules(array[null]::text[], '[]')", "QV400"),
+    bad("register_schedules", "not-an-array", "select * from register_schedules(array['noop'], '{}')", "QV400"),
+    bad("register_schedules", "no-cron",
+        "select * from register_schedules(array['noop'], '[{\"name\": \"s\", \"task_type\": \"noop\"}]')", "QV400"),
+    bad("register_schedules", "name-twice", "select * from register_schedules(array['noop'], '["
+        "{\"name\": \"s\", \"task_type\": \"noop\", \"cron\": \"@daily\"},"
+        "{\"name\": \"s\", \"task_type\": \"noop\", \"cron\": \"@hourly\"}]')", "QV400"),
+    bad("register_schedules", "bad-cron", "select * from register_schedules(array['noop'],"
+        " '[{\"name\": \"s\", \"task_type\": \"noop\", \"cron\": \"0 0 L * *\"}]')", "QC400"),
+    bad("register_schedules", "type-not-the-workers", "select * from register_schedules(array['noop'],"
+        " '[{\"name\": \"s\", \"task_type\": \"listing_flyer\", \"cron\": \"@daily\"}]')", "QV400"),
+    bad("register_schedules", "unknown-task-type", "select * from register_schedules(array['ghost'],"
+        " '[{\"name\": \"s\", \"task_type\": \"ghost\", \"cron\": \"@daily\"}]')", "QT422"),
+    bad("register_schedules", "priority-overflow", "select * from register_schedules(array['noop'],"
+        " '[{\"name\": \"s\", \"task_type\": \"noop\", \"cron\": \"@daily\", \"priority\": 1e12}]')",
+        "QV400"),
+    # enqueue_schedule_slots(name, slots)
+    bad("enqueue_schedule_slots", "null-name", "select * from enqueue_schedule_slots(null, array[now()])", "QV400"),
+    bad("enqueue_schedule_slots", "unknown-name", "select * from enqueue_schedule_slots('nope', array[now()])", "QR404"),
+    bad("enqueue_schedule_slots", "null-slots", "select * from enqueue_schedule_slots('nope', null)", "QV400"),
+    bad("enqueue_schedule_slots", "null-slot", "select * from enqueue_schedule_slots('nope', array[null]::timestamptz[])",
+        "QV400"),
+    bad("enqueue_schedule_slots", "future-slot",
+        "select * from enqueue_schedule_slots('nope', array[now() + interval '1 second'])", "QV400"),
+    bad("enqueue_schedule_slots", "infinity", "select * from enqueue_schedule_slots('nope', array['infinity'::timestamptz])",
+        "QV400"),
+    bad("enqueue_schedule_slots", "minus-infinity",
+        "select * from enqueue_schedule_slots('nope', array['-infinity'::timestamptz])", "QV400"),
+    bad("enqueue_schedule_slots", "101-slots", "select * from enqueue_schedule_slots('nope',"
+        " array(select now() - make_interval(mins => n) from generate_series(1, 101) n))", "QV400"),
 ]
 
 # Hostile but valid: each must succeed, return what is said, and change nothing.
 FINE_CALLS = [
+    fine("next_run_at", "injection-queue", f"select count(*) from next_run_at(array[$${INJECTION}$$])", 0),
+    fine("next_run_at", "null-names",
+         "select count(*) from next_run_at(array[null]::text[], array[null]::text[], 1000)", 0),
     fine("backoff_delay", "max-int-everything",
          "select backoff_delay(2147483647, 2147483647, 2147483647, 2147483647, 1) = interval '596:31:23.647'", True),
     fine("backoff_delay", "capped-at-zero", "select backoff_delay(60, 1000, 1000, 0, 1) = interval '0'", True),
@@ -633,6 +701,13 @@ FINE_CALLS = [
     fine("report_double_runs", "null-prefix", "select jobs_seen from report_double_runs(null)", 4),
     fine("report_latest_jobs", "limit-1000", "select count(*) from report_latest_jobs(1000)", 5),
     fine("report_timeline", "never-tried-job", "select count(*) from report_timeline(<pending>)", 0),
+    fine("check_schedule_cron", "valid", "select check_schedule_cron(' */5  *\t* * mon-fri ') is null", True),
+    fine("check_schedule_cron", "null", "select check_schedule_cron(null) is not null", True),
+    fine("check_schedule_cron", "injection", f"select check_schedule_cron($${INJECTION}$$) is not null", True),
+    fine("check_schedule_cron", "huge", "select check_schedule_cron(repeat('1,', 1000000) || '1 * * * *') is not null",
+         True),
+    fine("register_schedules", "none-defined", "select count(*) from register_schedules(array['noop'], '[]')", 0),
+    fine("list_schedules", "none", "select count(*) from list_schedules()", 0),
 ]
 
 
@@ -668,6 +743,8 @@ def digest(conn: psycopg.Connection) -> dict[str, Any]:
                (select md5(coalesce(string_agg(t::text, '|' order by t.name), '')) from task_types t) as types_md5,
                (select md5(coalesce(string_agg(w::text, '|' order by w.id), '')) from workers w) as workers_md5,
                (select md5(coalesce(string_agg(q::text, '|' order by q.name), '')) from queues q) as queues_md5,
+               (select md5(coalesce(string_agg(s::text, '|' order by s.name), '')) from schedules s)
+                   as schedules_md5,
                (select md5(string_agg(s::text, '|')) from queue_settings s) as settings_md5""")
 
 
@@ -776,7 +853,8 @@ def test_hostile_input_cases_cover_every_function(world: World) -> None:
     assert files <= in_database
     failing_calls = {p.values[0].function for p in BAD_CALLS}
     # Reads without arguments that can be wrong have only hostile-but-valid calls.
-    assert files - failing_calls == {"queue_stats", "report_concurrency", "report_double_runs"}
+    assert files - failing_calls == {"queue_stats", "report_concurrency", "report_double_runs", "check_schedule_cron",
+                                     "list_schedules"}
 
 
 @pytest.mark.parametrize("function, call", [

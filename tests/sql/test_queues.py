@@ -75,6 +75,14 @@ def test_resume_queue_restores_claims(conn: psycopg.Connection) -> None:
     assert len(db.claim_jobs(conn, worker_id="w", limit=10)) == 2
 
 
+def test_resume_queue_wakes_listening_workers(conn: psycopg.Connection, connect) -> None:
+    db.pause_queue(conn, queue="slow")
+    listener = connect()
+    db.listen(listener)
+    db.resume_queue(conn, queue="slow")
+    assert [(n.channel, n.payload) for n in listener.notifies(timeout=2, stop_after=1)] == [("pgqw_jobs", "slow")]
+
+
 def test_pause_and_resume_queue_are_idempotent(conn: psycopg.Connection) -> None:
     db.set_queue_limit(conn, queue="q", max_running=3)
     assert db.pause_queue(conn, queue="q").paused

@@ -24,7 +24,7 @@ from tests.sql.queue_state import snapshot
 
 ROLES = ("pgqw_api", "pgqw_worker", "pgqw_admin")
 TABLES = ("jobs", "job_attempts", "job_results", "flyers", "queue_settings", "task_types", "task_type_settings",
-          "workers", "queues", "job_cancel_requests", "schema_migrations")
+          "workers", "queues", "job_cancel_requests", "schedules", "schema_migrations")
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
 
 # The functions that change state run as their owner (security definer).
@@ -33,26 +33,33 @@ STATE_CHANGING = (
     "mark_jobs_succeeded", "mark_failed", "heartbeat", "sweep_stuck", "sweep_stuck_at", "release_job", "retry_dead",
     "register_task_types", "register_worker", "stop_worker", "prune_jobs",
     "pause_queue", "resume_queue", "set_queue_limit", "cancel_job", "mark_cancelled",
+    "set_schedule", "pause_schedule", "resume_schedule", "delete_schedule", "register_schedules",
+    "enqueue_schedule_slots",
+    # Not a state change, but definer too: it reads jobs for workers, which may read no table.
+    "next_run_at",
+    # Likewise: the schedules, for a worker's scheduler.
+    "list_schedules",
 )
 # The owner's clock: claims and sweeps as of a time given. No role may execute them.
 OWNER_ONLY = {"raise_job_not_held", "claim_jobs_at", "sweep_stuck_at"}
 # The others run with the caller's rights: the reports need SELECT on what they read.
 INVOKER = ("backoff_delay", "raise_job_not_held", "queue_stats", "report_concurrency",
-           "report_double_runs", "report_latest_jobs", "report_timeline")
+           "report_double_runs", "report_latest_jobs", "report_timeline", "check_schedule_cron")
 
 # Exactly what each role may do (db/security/grants.sql).
 EXECUTE = {
     "pgqw_api": {"enqueue_job", "enqueue_jobs", "retry_dead", "queue_stats", "pause_queue", "resume_queue",
-                 "set_queue_limit", "cancel_job"},
+                 "set_queue_limit", "cancel_job", "pause_schedule", "resume_schedule", "list_schedules"},
     "pgqw_worker": {"claim_job", "claim_jobs", "heartbeat", "mark_succeeded", "mark_jobs_succeeded",
                     "mark_failed", "release_job", "sweep_stuck", "register_task_types", "register_worker",
-                    "stop_worker", "prune_jobs", "mark_cancelled"},
+                    "stop_worker", "prune_jobs", "mark_cancelled", "register_schedules", "enqueue_schedule_slots",
+                    "next_run_at", "list_schedules"},
     "pgqw_admin": (set(STATE_CHANGING) | set(INVOKER)) - OWNER_ONLY,
 }
 GRANTED = {
     "pgqw_api": {(t, "SELECT") for t in ("jobs", "job_attempts", "job_results", "flyers", "task_types",
                                          "task_type_settings", "workers", "queues",
-                                         "job_cancel_requests")},
+                                         "job_cancel_requests", "schedules")},
     # Workers read no table: every answer they need comes from the functions.
     "pgqw_worker": set(),
     "pgqw_admin": {(t, "SELECT") for t in TABLES} | {("queue_settings", "UPDATE")},
@@ -94,6 +101,15 @@ CALLS = {
     "report_concurrency": "select * from report_concurrency('w')",
     "report_double_runs": "select * from report_double_runs('w')",
     "report_latest_jobs": "select * from report_latest_jobs(5)",
+    "check_schedule_cron": "select check_schedule_cron('* * * * *')",
+    "set_schedule": "select * from set_schedule('s-refused', 'noop', '* * * * *')",
+    "pause_schedule": "select * from pause_schedule('s-refused')",
+    "resume_schedule": "select * from resume_schedule('s-refused')",
+    "delete_schedule": "select * from delete_schedule('s-refused')",
+    "register_schedules": "select * from register_schedules(array['noop'], '[]')",
+    "enqueue_schedule_slots": "select * from enqueue_schedule_slots('s-refused', array[now()])",
+    "list_schedules": "select * from list_schedules()",
+    "next_run_at": "select * from next_run_at()",
 }
 
 # Direct writes to the two tables of the state machine: nobody but the owner.

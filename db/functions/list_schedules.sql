@@ -1,0 +1,10 @@
+-- list_schedules: every schedule, by name (what a worker's scheduler reads each round; psql may read the
+-- schedules table itself). Changes nothing, raises nothing.
+create or replace function list_schedules() returns setof schedules
+language sql
+stable
+security definer
+set search_path = public, pg_temp
+as $$
+    select * from schedules order by name;
+$$;

@@ -1,0 +1,30 @@
+"""bench.history runs end to end at a tiny size (1,000 attempts) and reports its figures.
+
+Timings are printed and kept in docs/evidence/stats-at-10m.txt by the real run, never asserted.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from bench.history import main
+
+
+def test_history_tiny_run_reports_every_figure_and_drops_its_database(
+        pg_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "stats.txt"
+    assert main(["--dsn", pg_server, "--attempts", "1000", "--runs", "2", "--scrapes", "2", "--out", str(out)]) == 0
+    text = out.read_text()
+    assert text == capsys.readouterr().out
+    assert re.search(r"job_attempts [\d,]+ rows over [\d,]+ jobs", text)
+    for name in ("select queue_stats()", "GET /metrics", "GET /api/stats", "GET /api/queues"):
+        line = next(x for x in text.splitlines() if x.startswith(name))
+        assert re.search(r"median +[\d.]+ ms, p95 +[\d.]+ ms", line), line
+    assert "3× 200" in text and "503" not in text
+    assert "Query Text: select * from queue_stats()" in text  # the plans of what it ran
+    database = re.search(r"^database: (\S+)", text, re.M).group(1)
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        assert conn.execute("select count(*) from pg_database where datname = %s", [database]).fetchone()[0] == 0

@@ -1,0 +1,97 @@
+"""Periodic jobs: the scheduler thread, which every worker runs (SCHEDULER=0 turns it off).
+
+At start it registers the schedules its task modules define (register_schedules). Then, each round, it
+reads the schedules table and the server's clock, finds each schedule's due slots with croniter (the slots
+after its last_slot and slots_after, at most the latest 100), and hands them to enqueue_schedule_slots,
+which applies the schedule's catch_up and gives each slot one job whoever calls: exactly once comes from
+the database (the row lock and the slot's unique idempotency key), so many workers can run this at once.
+It sleeps until the next slot of any schedule, at most REREAD_S, so a change made from psql is seen
+within seconds.
+"""
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timezone
+from typing import Callable
+
+import psycopg
+
+from pgqw import db, tasks
+from pgqw.cron import done_until, due_slots, next_slot
+from pgqw.worker.database import Backoff, Run, WorkerExiting, is_transient
+from pgqw.worker.log import Log, first_line, short
+
+REREAD_S = 5.0     # the longest sleep: how soon a schedule set, paused or resumed from psql is seen
+MIN_WAIT_S = 0.05  # the shortest: a slot the server's clock has not quite reached yet
+
+
+class Scheduler:
+    def __init__(self, registry: tasks.Registry, log: Log, run: Run, *,
+                 now: Callable[[psycopg.Connection], datetime] = db.server_now,
+                 reread_s: float = REREAD_S) -> None:
+        self.registry = registry
+        self.log = log
+        self.run = run          # one try on a pooled connection: loop() backs off
+        self.now = now          # the clock slots are due by: the server's (tests give their own)
+        self.reread_s = reread_s
+
+    def register(self) -> list[db.Schedule]:
+        """The code's schedules into the table (a DBA's pause and schedules stay). At start: a definition
+        the database refuses (QC400, QT422) stops the worker there."""
+        rows = tasks.schedule_registrations(self.registry)
+        done = self.run(lambda conn: db.register_schedules(conn, task_types=self.registry.names(), schedules=rows))
+        for s in done:
+            if s.source == "sql":
+                self.log("schedule", f"{s.name}: a DBA's schedule of the same name wins over the code's "
+                                     "(delete_schedule hands it back)")
+        return done
+
+    def tick(self) -> float:
+        """One round: every schedule's due slots to enqueue_schedule_slots. Returns how long to sleep:
+        until the next slot of any schedule, at most reread_s."""
+        now, schedules = self.run(lambda conn: (self.now(conn), db.list_schedules(conn)))
+        wait = self.reread_s
+        for s in schedules:
+            if s.paused:
+                continue
+            try:
+                slots = due_slots(s.cron, done_until(s), now)
+                upcoming = next_slot(s.cron, max(now, done_until(s), *slots))
+            except (ValueError, KeyError) as exc:
+                self.log("schedule error", f"{s.name}: cannot read {s.cron!r}: {first_line(exc)}")
+                continue
+            if slots:
+                self._enqueue(s, slots)
+            wait = min(wait, (upcoming - now).total_seconds())
+        return max(wait, MIN_WAIT_S)
+
+    def _enqueue(self, s: db.Schedule, slots: list[datetime]) -> None:
+        try:
+            made = self.run(lambda conn: db.enqueue_schedule_slots(conn, name=s.name, slots=slots))
+        except psycopg.Error as exc:
+            if is_transient(exc):
+                raise
+            # Deleted since the read (QR404), a payload over a lowered limit (QV413): this schedule only.
+            self.log("schedule error", f"{s.name}: {exc.sqlstate} {exc.diag.message_primary or first_line(exc)}")
+            return
+        for m in made:
+            self.log("scheduled", f"{s.name} slot {_iso(m.slot)} → job {short(m.job_id)}"
+                                  + ("" if m.created else " (made before)"))
+
+    def loop(self, exiting: threading.Event) -> None:
+        """tick() until the worker exits; a database error is logged and retried with backoff."""
+        backoff = Backoff()
+        while not exiting.is_set():
+            try:
+                wait = self.tick()
+                backoff.reset()
+            except WorkerExiting:
+                return
+            except Exception as exc:  # noqa: BLE001 - the thread must outlive any error; it is logged
+                wait = backoff.next()
+                self.log("db error", f"scheduler: {first_line(exc)}; again in {wait:.1f}s")
+            exiting.wait(wait)
+
+
+def _iso(at: datetime) -> str:
+    return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
