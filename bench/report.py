@@ -116,6 +116,19 @@ def verdicts(r: Results) -> list[Verdict]:
         _ratio_target(r, "Depth: claim rate at the deep backlog ≥ 80 % of the rate at the small one",
                       "depth.large", "depth.small", 0.80),
     ]
+    # The runtime and the functions against the peers and the raw ceiling of the same run.
+    out += [
+        _ratio_target(r, f"pgqw worker, concurrency 10, batch claims, {p} proc: ≥ pgqueuer's drain at its defaults",
+                      f"worker.c10.batch.p{p}", f"peer.pgqueuer.drain.default.p{p}", 1.0),
+        _ratio_target(r, f"pgqw worker, concurrency 1, {p} proc: ≥ 1.5 × procrastinate's drain at concurrency 1",
+                      f"worker.c1.single.p{p}", f"peer.procrastinate.drain.c1.p{p}", 1.5),
+        _ratio_target(r, f"Stored functions, 1 per claim, {p} proc: ≥ 60 % of the raw single-claim ceiling",
+                      f"fn.single.p{p}", f"raw.single.p{p}", 0.60),
+        _ratio_target(r, f"Stored functions, 100 per claim, {p} proc: ≥ 50 % of the raw batch ceiling",
+                      f"fn.batch.p{p}", f"raw.batch.p{p}", 0.50),
+        _ratio_target(r, "enqueue_job: ≥ 80 % of a raw single insert", "fn.enqueue_job", "raw.insert.single", 0.80),
+        _ratio_target(r, "HTTP API: ≥ 50 % of enqueue_job", "api.enqueue", "fn.enqueue_job", 0.50),
+    ]
     if "depth.large.batch" in r.rows:
         out.append(_ratio_target(r, "Depth, claiming as a worker with free slots does (claim_jobs): the same ≥ 80 %",
                                  "depth.large.batch", "depth.small.batch", 0.80))

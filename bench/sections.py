@@ -178,15 +178,18 @@ def _fn_drain(ctx: Context, conn: psycopg.Connection, procs: int, batch: int, ke
         ctx.log(f"{key} rep {rep + 1}: {n} jobs in {secs:.2f}s = {rate:,.0f}/s")
 
 
-def _worker_drain(ctx: Context, conn: psycopg.Connection, procs: int, batch_claim: bool, rep: int) -> None:
+def _worker_drain(ctx: Context, conn: psycopg.Connection, procs: int, batch_claim: bool, rep: int,
+                  concurrency: int | None = None) -> None:
     """One drain of drain_jobs noop jobs by `procs` real worker processes, measured from the
-    database: jobs / (last attempt finished - first attempt started)."""
+    database: jobs / (last attempt finished - first attempt started). concurrency: the workers'
+    WORKER_CONCURRENCY when not the profile's (the rows worker.cN.*, compared with the peers)."""
     s, r = ctx.sizes, ctx.results
     mode = "batch" if batch_claim else "single"
-    key = f"worker.{mode}.p{procs}"
+    key = f"worker.c{concurrency}.{mode}.p{procs}" if concurrency else f"worker.{mode}.p{procs}"
     reset_queue(conn)
     server = ServerCpu(conn)
-    with Workers(ctx, procs, tag=f"bench-{mode}-p{procs}-r{rep + 1}", batch_claim=batch_claim) as workers:
+    with Workers(ctx, procs, tag=f"bench-{mode}-p{procs}-r{rep + 1}", batch_claim=batch_claim,
+                 concurrency=concurrency) as workers:
         w0 = workers.cpu_s()
         commits0, calls0, stats0 = database_commits(conn), function_calls(conn), table_stats(conn, ["jobs", "job_attempts"])
         win = CpuWindow(server).start()
@@ -217,7 +220,8 @@ def _worker_drain(ctx: Context, conn: psycopg.Connection, procs: int, batch_clai
     if ok != s.drain_jobs or attempts != s.drain_jobs:
         r.errors.append(f"{key} rep {rep + 1}: {ok} succeeded attempts, {attempts} attempts for {s.drain_jobs} jobs")
     rate = jobs_done / span if span > 0 else float("nan")
-    r.add(key, "drain", f"pgqw worker, {'batch claim' if batch_claim else '1 per claim'}, {procs} proc",
+    r.add(key, "drain", f"pgqw worker, {'batch claim' if batch_claim else '1 per claim'}, "
+          f"{f'concurrency {concurrency}, ' if concurrency else ''}{procs} proc",
           "jobs/s", rate, baseline=f"raw.{'batch' if batch_claim else 'single'}.p{procs}")
     n = s.drain_jobs
     profile = {
@@ -255,6 +259,13 @@ def section_drain(ctx: Context) -> None:
                     # The ceiling again, right before: on a shared machine the load drifts within minutes.
                     _raw_rep(ctx, conn, procs, s.batch if batch_claim else 1)
                     _worker_drain(ctx, conn, procs, batch_claim, rep)
+        # The runtime at the peers' settings (bench/peers.py): concurrency 10 with batch claims, as
+        # pgqueuer's defaults take 10 at a time, and concurrency 1, one job per claim, as procrastinate's.
+        procs = max(s.procs)
+        for concurrency, batch_claim in ((10, True), (1, False)):
+            for rep in range(s.reps):
+                _raw_rep(ctx, conn, procs, s.batch if batch_claim else 1)
+                _worker_drain(ctx, conn, procs, batch_claim, rep, concurrency=concurrency)
         raw.reset(conn)
         reset_queue(conn)
 
