@@ -70,6 +70,8 @@ ROUTES = [
     ("POST", "/api/queues/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/resume"),
     ("PUT", "/api/queues/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/limit"),
     ("POST", "/api/queues/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/limit"),
+    ("PUT", "/api/queues/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/rate"),
+    ("POST", "/api/queues/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/rate"),
     ("GET", "/api/openapi.json"),
 ]
 
