@@ -169,6 +169,7 @@ Functions, their arguments and the state change each makes:
 | `register_worker(worker_id, task_types, queues, concurrency, hostname, pid, ttl_ms)`, `stop_worker(worker_id)` | a worker's presence | QV400 |
 | `pause_queue(queue)`, `resume_queue(queue)` | claims skip a paused queue (enqueues still land in it); idempotent; returns the `queues` row | QV400 |
 | `set_queue_limit(queue, max_running)` | at most `max_running` of the queue's jobs processing at once, across all workers (null: no limit); the claim enforces it | QV400 |
+| `set_queue_rate(queue, jobs_per_second)` | at most `jobs_per_second` of the queue's jobs started per second, across all workers (null: no rate): a bucket of `greatest(1, jobs_per_second)` tokens the claim refills and spends, checked at each claim | QV400 |
 | `backoff_delay(attempt, base_ms, max_jitter_ms, max_delay_ms, jitter)` | none | QV400 |
 | `queue_stats()`, `report_timeline(job_id)`, `report_concurrency(prefix)`, `report_double_runs(prefix)`, `report_latest_jobs(limit)` | none (reads) | QV400, QN404 |
 
