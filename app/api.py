@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 import threading
 import time
@@ -39,6 +40,7 @@ IDEMPOTENCY_KEY_RE = re.compile(r"[!-~]{1,255}")
 SCHEDULE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 QUEUE_MAX = 100
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1  # the range of jobs.priority (integer)
+RATE_MAX = 1_000_000  # jobs per second: what set_queue_rate accepts (with at most 6 decimal places)
 LIMIT_DEFAULT, LIMIT_MAX = 20, 100
 CURSOR_MAX = 200
 MAX_ATTEMPTS_MAX = 1000
@@ -543,7 +545,8 @@ def cancel_job(job_id: str) -> Response:
 
 
 def queue_json(q: db.QueueInfo | db.QueueRow) -> dict[str, Any]:
-    return {"name": q.name, "paused": q.paused, "maxRunning": q.max_running}
+    rate = None if q.jobs_per_second is None else float(q.jobs_per_second)  # at most 6 decimals: exact enough
+    return {"name": q.name, "paused": q.paused, "maxRunning": q.max_running, "jobsPerSecond": rate}
 
 
 def _queue_name(name: str) -> str:
@@ -698,6 +701,29 @@ def resume_schedule(name: str) -> Response:
         row = db.resume_schedule(conn, name=_schedule_name(name))
         now = db.server_now(conn)
     return ok(schedule_json(row, now))
+@bp.route("/queues/<name>/rate", methods=["PUT", "POST"])
+def set_queue_rate(name: str) -> Response:
+    """{"jobs_per_second": x | null}: at most x of the queue's jobs started per second (set_queue_rate).
+    The function checks the range and the decimal places (QV400); a non-number never reaches it."""
+    queue = _queue_name(name)
+    _require_json_body()
+    body = _read_json_body()
+    if not isinstance(body, dict) or "jobs_per_second" not in body:
+        raise ApiError(400, "invalid_argument", 'send {"jobs_per_second": x} (a number above 0) or null',
+                       [{"field": "jobs_per_second", "problem": "is required"}])
+    unknown = sorted(set(body) - {"jobs_per_second"})
+    if unknown:
+        raise ApiError(400, "invalid_argument", f"unknown field {unknown[0][:64]!r}",
+                       [{"field": k[:64], "problem": "unknown field"} for k in unknown])
+    x = body["jobs_per_second"]
+    if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x)
+                          or not 0 < x <= RATE_MAX):
+        problem = f"must be a number above 0 and at most {RATE_MAX}, or null for no rate"
+        raise ApiError(400, "invalid_argument", f"jobs_per_second {problem}",
+                       [{"field": "jobs_per_second", "problem": problem}])
+    with pool().connection() as conn:
+        row = db.set_queue_rate(conn, queue=queue, jobs_per_second=x)
+    return ok(queue_json(row))
 
 
 def _result_of(jid: uuid.UUID) -> tuple[db.Job, db.Result | None]:

@@ -120,23 +120,27 @@ SCHEMAS: dict[str, Any] = {
     "Queue": {
         "type": "object",
         "additionalProperties": False,
-        "required": ["name", "paused", "maxRunning"],
+        "required": ["name", "paused", "maxRunning", "jobsPerSecond"],
         "properties": {
             "name": {"type": "string"},
             "paused": {"type": "boolean", "description": "claims skip a paused queue; enqueues still land in it"},
             "maxRunning": {"type": ["integer", "null"], "minimum": 1,
                            "description": "at most this many jobs processing at once, across all workers; "
                                           "null: no limit"},
+            "jobsPerSecond": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1000000,
+                              "description": "at most this many jobs started per second, across all workers; "
+                                             "null: no rate"},
         },
     },
     "QueueStatus": {
         "type": "object",
         "additionalProperties": False,
-        "required": ["name", "paused", "maxRunning", "depth", "running", "oldestReadyAgeSeconds"],
+        "required": ["name", "paused", "maxRunning", "jobsPerSecond", "depth", "running", "oldestReadyAgeSeconds"],
         "properties": {
             "name": {"type": "string"},
             "paused": {"type": "boolean"},
             "maxRunning": {"type": ["integer", "null"], "minimum": 1},
+            "jobsPerSecond": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1000000},
             "depth": {"type": "integer", "minimum": 0, "description": "ready jobs (due, with a try left)"},
             "running": {"type": "integer", "minimum": 0, "description": "processing jobs"},
             "oldestReadyAgeSeconds": {"type": "number", "minimum": 0, "description": "0 when none is ready"},
@@ -173,6 +177,13 @@ SCHEMAS: dict[str, Any] = {
         "required": ["max_running"],
         "properties": {"max_running": {"type": ["integer", "null"], "minimum": 1, "maximum": 2147483647,
                                        "description": "null removes the limit"}},
+    },
+    "QueueRate": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["jobs_per_second"],
+        "properties": {"jobs_per_second": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1000000,
+                                           "description": "at most 6 decimal places; null removes the rate"}},
     },
     "TaskType": {
         "type": "object",
@@ -505,6 +516,22 @@ OPENAPI: dict[str, Any] = {
                 "responses": {"200": _data(_ref("Schedule"), "the schedule, running"),
                               "404": _error("no schedule has this name"), "503": _UNAVAILABLE},
             },
+        },
+        "/api/queues/{id}/rate": {
+            **{method: {
+                "operationId": f"setQueueRate{suffix}",
+                "summary": "At most jobs_per_second of the queue's jobs started per second, across all workers "
+                           "(null: no rate); checked at each claim",
+                "parameters": [_QUEUE_NAME],
+                "requestBody": {"required": True,
+                                "content": {"application/json": {"schema": _ref("QueueRate")}}},
+                "responses": {"200": _data(_ref("Queue"), "the queue with its rate"),
+                              "400": _error("a bad name, or jobs_per_second missing, not a number, not above 0, "
+                                            "above 1000000 or with more than 6 decimal places"),
+                              "413": _error("the body is too large"),
+                              "415": _error("the body is not application/json"),
+                              "503": _UNAVAILABLE},
+            } for method, suffix in (("put", ""), ("post", "Post"))},
         },
         "/api/stats": {
             "get": {

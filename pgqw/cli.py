@@ -206,6 +206,16 @@ def build_parser() -> argparse.ArgumentParser:
         sp = ssub.add_parser(action, help=text, description=text[0].upper() + text[1:] + ".")
         sp.add_argument("name", help="the schedule's name")
     p.set_defaults(func=_lazy("pgqw.tools", "cmd_schedule"))
+    p = sub.add_parser("rate", help="at most N of a queue's jobs started per second, across all workers",
+                       description="Limit how many of a queue's jobs may start per second, across all workers "
+                       "(none removes the rate). A bucket of one second's worth (at least one job) refills at "
+                       "that rate; each claim checks it, so a job the rate held back starts at a worker's next "
+                       "claim round.")
+    p.add_argument("queue", help="the queue's name")
+    p.add_argument("jobs_per_second", metavar="N|none",
+                   help="a number above 0, at most 1000000, with at most 6 decimal places (0.5: one job every "
+                   "2 s), or none")
+    p.set_defaults(func=_lazy("pgqw.tools", "cmd_rate"))
 
     # The lab (break-it scenarios, chaos soak, benchmark) is not installed: these commands load it
     # from the repository checkout they are run in, and take their own arguments (pgqw soak --help).

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any, Iterable, Sequence
 
 import psycopg
@@ -897,6 +898,7 @@ def server_now(conn: psycopg.Connection) -> datetime:
 
 
 # ---- queues: pause, resume, a limit on running jobs (db/functions/pause_queue.sql and its neighbours) ----
+# ---- queues: pause, resume, a limit on running jobs, a rate (db/functions/pause_queue.sql and its neighbours) ----
 
 @dataclass
 class QueueRow:
@@ -904,8 +906,11 @@ class QueueRow:
     name: str
     paused: bool
     max_running: int | None
-    jobs_per_second: Any
+    jobs_per_second: Decimal | None  # null: no rate
     updated_at: datetime
+    # The rate's token bucket (claim_jobs_at keeps it): tokens as of rate_refilled_at; None without a rate.
+    rate_tokens: Decimal | None = None
+    rate_refilled_at: datetime | None = None
 
 
 @dataclass
@@ -914,6 +919,7 @@ class QueueInfo:
     name: str
     paused: bool
     max_running: int | None
+    jobs_per_second: Decimal | None  # at most this many jobs started per second; None: no rate
     depth: int  # ready jobs: pending or failed, due, with a try left
     running: int  # processing jobs
     oldest_ready_age_seconds: float  # 0 when none is ready
@@ -945,8 +951,19 @@ def set_queue_limit(conn: psycopg.Connection, *, queue: str, max_running: int | 
     return row
 
 
+def set_queue_rate(conn: psycopg.Connection, *, queue: str,
+                   jobs_per_second: Decimal | float | int | None) -> QueueRow:
+    """At most jobs_per_second of the queue's jobs started per second across all workers; None: no rate."""
+    with conn.cursor(row_factory=class_row(QueueRow)) as cur:
+        cur.execute("select * from set_queue_rate(%(queue)s::text, %(jobs_per_second)s::numeric)",
+                    {"queue": queue, "jobs_per_second": jobs_per_second})
+        row = cur.fetchone()
+    assert row is not None
+    return row
+
+
 def list_queues(conn: psycopg.Connection) -> list[QueueInfo]:
-    """Every known queue by name: paused, max_running, depth, running, age of the oldest ready job."""
+    """Every known queue by name: paused, max_running, jobs_per_second, depth, running, age of the oldest ready job."""
     with conn.cursor(row_factory=class_row(QueueInfo)) as cur:
         cur.execute(
             # The queues with a job: a skip scan of jobs_queue_status_idx (one probe per queue), not a
@@ -963,7 +980,8 @@ def list_queues(conn: psycopg.Connection) -> list[QueueInfo]:
             "         and j.run_at <= now() and j.attempts < j.max_attempts"
             "   group by k.name"
             ")"
-            " select r.name, coalesce(q.paused, false) as paused, q.max_running, r.depth::integer as depth,"
+            " select r.name, coalesce(q.paused, false) as paused, q.max_running, q.jobs_per_second,"
+            "        r.depth::integer as depth,"
             "        (select count(*) from jobs j where j.queue = r.name and j.status = 'processing')::integer as running,"
             "        coalesce(extract(epoch from now() - r.oldest), 0)::double precision as oldest_ready_age_seconds"
             "   from ready r left join queues q on q.name = r.name"

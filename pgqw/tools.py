@@ -14,6 +14,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal, InvalidOperation
 
 import psycopg
 
@@ -325,7 +326,7 @@ def cmd_check_idempotency(args: argparse.Namespace) -> int:
 
 
 def _queue_call(args: argparse.Namespace, call: str, **kwargs: object) -> db.QueueRow:
-    """One of pause_queue, resume_queue, set_queue_limit; bad input (QV400) is a usage error."""
+    """One of pause_queue, resume_queue, set_queue_limit, set_queue_rate; bad input (QV400) is a usage error."""
     settings = config.load()
     with _connect(settings) as conn:
         try:
@@ -336,9 +337,15 @@ def _queue_call(args: argparse.Namespace, call: str, **kwargs: object) -> db.Que
             raise
 
 
-def _queue_line(q: db.QueueRow) -> str:
+def _queue_line(q: db.QueueRow, *, rate: bool = False) -> str:
+    """The queue's settings in one line; the rate only when it has one, or when rate is asked for."""
     limit = "no limit" if q.max_running is None else f"at most {q.max_running} running"
-    return f"queue {q.name}: {'paused' if q.paused else 'running'}, {limit}"
+    line = f"queue {q.name}: {'paused' if q.paused else 'running'}, {limit}"
+    if q.jobs_per_second is not None:
+        line += f", at most {format(q.jobs_per_second.normalize(), 'f')} started per second"
+    elif rate:
+        line += ", no rate"
+    return line
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
@@ -402,4 +409,19 @@ def cmd_limit(args: argparse.Namespace) -> int:
     else:
         raise UsageError(f"the limit must be a whole number of at least 1, or none; got {args.max_running!r}")
     print(_queue_line(_queue_call(args, "set_queue_limit", max_running=n)))
+    return 0
+
+
+def cmd_rate(args: argparse.Namespace) -> int:
+    """A number (set_queue_rate checks its range and decimal places) or none."""
+    text = args.jobs_per_second.strip().lower()
+    if text == "none":
+        rate = None
+    else:
+        try:
+            rate = Decimal(text)
+        except InvalidOperation:
+            raise UsageError("the rate must be a number of jobs per second above 0, or none; "
+                             f"got {args.jobs_per_second!r}") from None
+    print(_queue_line(_queue_call(args, "set_queue_rate", jobs_per_second=rate), rate=True))
     return 0

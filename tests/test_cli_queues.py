@@ -1,4 +1,4 @@
-"""pgqw pause / resume / limit: one line out, and one line on stderr with a non-zero exit for bad input."""
+"""pgqw pause / resume / limit / rate: one line out, and one line on stderr with a non-zero exit for bad input."""
 from __future__ import annotations
 
 import psycopg
@@ -23,7 +23,37 @@ def test_cli_pause_resume_limit_change_the_queue(db_url: str) -> None:
             {"name": "emails", "paused": False, "max_running": None}]
 
 
+def test_cli_rate_sets_and_removes_the_rate(db_url: str) -> None:
+    env = {"DATABASE_URL": db_url}
+    done = _pgqw("rate", "emails", "2.5", env=env)
+    assert (done.returncode, done.stdout) == (0, "queue emails: running, no limit, at most 2.5 started per second\n"), \
+        done.stderr
+    done = _pgqw("limit", "emails", "3", env=env)  # every queue line shows a rate the queue has
+    assert (done.returncode, done.stdout) == (0, "queue emails: running, at most 3 running, at most 2.5 started per "
+                                                 "second\n"), done.stderr
+    done = _pgqw("rate", "emails", "0.000001", env=env)
+    assert (done.returncode, done.stdout) == (0, "queue emails: running, at most 3 running, at most 0.000001 "
+                                                 "started per second\n"), done.stderr
+    done = _pgqw("rate", "emails", "1E+3", env=env)
+    assert done.stdout == "queue emails: running, at most 3 running, at most 1000 started per second\n", done.stderr
+    done = _pgqw("rate", "emails", "none", env=env)
+    assert (done.returncode, done.stdout) == (0, "queue emails: running, at most 3 running, no rate\n"), done.stderr
+    with psycopg.connect(db_url) as conn:
+        assert rows(conn, "select name, max_running, jobs_per_second, rate_tokens from queues") == [
+            {"name": "emails", "max_running": 3, "jobs_per_second": None, "rate_tokens": None}]
+
+
 @pytest.mark.parametrize("args, message", [
+    (["rate", "emails", "0"], "jobs per second must be above 0"),
+    (["rate", "emails", "-1"], "jobs per second must be above 0"),
+    (["rate", "emails", "fast"], "a number of jobs per second above 0, or none"),
+    (["rate", "emails", ""], "a number of jobs per second above 0, or none"),
+    (["rate", "emails", "nan"], "jobs per second must be a number"),
+    (["rate", "emails", "inf"], "jobs per second must be at most 1000000"),
+    (["rate", "emails", "2000000"], "jobs per second must be at most 1000000"),
+    (["rate", "emails", "0.0000001"], "at most 6 decimal places"),
+    (["rate", "  ", "2"], "queue must be a non-empty text"),
+    (["rate", "emails"], "the following arguments are required"),
     (["limit", "emails", "0"], "at least 1, or none"),
     (["limit", "emails", "-2"], "at least 1, or none"),
     (["limit", "emails", "lots"], "at least 1, or none"),

@@ -1,8 +1,10 @@
 -- claim_jobs_at: claim_jobs as if the time were p_now (the owner's test clock and repairs; no role may
 -- execute it). pending/failed → processing for up to p_limit jobs ready at p_now, each with a new lease token.
--- Skips paused queues, and takes from a queue with max_running at most what keeps it at or under that many
--- processing jobs. Returns the claimed rows with their lease tokens. Raises QV400 (bad worker id, limit, lease,
--- queues, types, now).
+-- Skips paused queues, takes from a queue with max_running at most what keeps it at or under that many
+-- processing jobs, and from a queue with jobs_per_second at most the whole tokens of its bucket (refilled by
+-- the rate × the time since its last refill as of p_now, up to greatest(1, rate)), spending one per job.
+-- Returns the claimed rows with their lease tokens. Raises QV400 (bad worker id, limit, lease, queues,
+-- types, now).
 create or replace function claim_jobs_at(
     p_now        timestamptz,
     p_worker_id  text,
@@ -29,6 +31,10 @@ declare
     v_ids   uuid[];
     v_queue record;
     v_slots bigint;
+    v_tokens numeric;
+    -- The rated queues this claim may take from, and their buckets refilled as of p_now.
+    v_rated text[] := '{}';
+    v_rated_tokens numeric[] := '{}';
 begin
     if p_worker_id is null or p_worker_id !~ '\S' or length(p_worker_id) > 200 then
         raise exception using errcode = 'QV400',
@@ -61,8 +67,10 @@ begin
     -- out: no bitmap scan (with stale statistics, a burst, it sorted the whole backlog on every call), no
     -- sequential scan (a plan made while idle updated the picked rows by reading the whole table). The
     -- cost of those disabled paths would trip JIT compilation, which a claim never needs (jit = off).
-    if not exists (select 1 from queues q where q.paused or q.max_running is not null) then
-        -- The common case, no queue paused or limited: the ready index in its order, no lock but the rows'.
+    if not exists (select 1 from queues q
+                    where q.paused or q.max_running is not null or q.jobs_per_second is not null) then
+        -- The common case, no queue paused, limited or rated: the ready index in its order, no lock but the
+        -- rows'.
         -- The rows picked here stay locked by this transaction: nothing can change them before the update.
         v_ids := array(
             select r.id
@@ -76,22 +84,40 @@ begin
              limit p_limit
                for update skip locked);
     else
-        -- A limited queue: its row is locked (in name order, so two claims never wait on each other in a
-        -- circle) before its processing jobs are counted, so claims racing for it take turns, and each one's
-        -- count (a statement after the lock, a new snapshot under read committed) sees the claims committed
-        -- before it. It gives at most max_running - running jobs. Unlimited queues take no lock.
+        -- A limited or rated queue: its row is locked (in name order, so two claims never wait on each other
+        -- in a circle) before its processing jobs are counted, so claims racing for it take turns, and each
+        -- one's count (a statement after the lock, a new snapshot under read committed) sees the claims
+        -- committed before it. It gives at most max_running - running jobs. The locked row is its latest
+        -- version, so its bucket is what the claim before this one left: refilled by the rate × the time
+        -- since (none when p_now is earlier), up to greatest(1, rate), it gives at most its whole tokens.
+        -- Queues neither limited nor rated take no lock.
         v_ids := '{}';
         for v_queue in
-            select q.name, q.max_running
+            select q.name, q.max_running, q.jobs_per_second, q.rate_tokens, q.rate_refilled_at
               from queues q
-             where q.max_running is not null and not q.paused
+             where (q.max_running is not null or q.jobs_per_second is not null) and not q.paused
                and (p_queues is null or q.name = any (p_queues))
              order by q.name
                for update
         loop
-            select v_queue.max_running - count(*) into v_slots
-              from jobs p where p.status = 'processing' and p.queue = v_queue.name;
+            v_slots := p_limit;
+            if v_queue.max_running is not null then
+                select v_queue.max_running - count(*) into v_slots
+                  from jobs p where p.status = 'processing' and p.queue = v_queue.name;
+            end if;
+            if v_queue.jobs_per_second is not null then
+                -- No bucket yet (a rate set by hand): a full one.
+                v_tokens := least(greatest(1, v_queue.jobs_per_second),
+                                  coalesce(v_queue.rate_tokens, greatest(1, v_queue.jobs_per_second))
+                                  + v_queue.jobs_per_second * greatest(0, extract(epoch from
+                                        p_now - coalesce(v_queue.rate_refilled_at, p_now))));
+                v_slots := least(v_slots, floor(v_tokens));
+            end if;
             continue when v_slots < 1;
+            if v_queue.jobs_per_second is not null then
+                v_rated := v_rated || v_queue.name::text;
+                v_rated_tokens := v_rated_tokens || v_tokens;
+            end if;
             v_ids := v_ids || array(
                 select r.id
                   from jobs r
@@ -104,7 +130,7 @@ begin
                  limit least(p_limit, v_slots)
                    for update skip locked);
         end loop;
-        -- The queues with no row, or a row neither paused nor limited.
+        -- The queues with no row, or a row neither paused, limited nor rated.
         v_ids := v_ids || array(
             select r.id
               from jobs r
@@ -114,13 +140,24 @@ begin
                and (p_queues is null or r.queue = any (p_queues))
                and (p_task_types is null or r.type = any (p_task_types))
                and not exists (select 1 from queues q
-                                where q.name = r.queue and (q.paused or q.max_running is not null))
+                                where q.name = r.queue
+                                  and (q.paused or q.max_running is not null or q.jobs_per_second is not null))
              order by r.priority desc, r.run_at, r.id
              limit p_limit
                for update skip locked);
         -- The best p_limit of them; the others stay locked (skipped by other claims) until this commits.
         v_ids := array(select r.id from jobs r where r.id = any (v_ids)
                         order by r.priority desc, r.run_at, r.id limit p_limit);
+        -- Each rated queue's bucket pays for what is claimed from it, still under its row's lock. A bucket
+        -- nothing was claimed from is left as it was: refilling it later from its older state comes to the
+        -- same tokens, and a claim that finds nothing ready writes nothing.
+        update queues q
+           set rate_tokens = b.tokens - b.taken,
+               rate_refilled_at = greatest(q.rate_refilled_at, p_now)
+          from (select t.name, t.tokens, (select count(*) from jobs r
+                                           where r.id = any (v_ids) and r.queue = t.name) as taken
+                  from unnest(v_rated, v_rated_tokens) as t(name, tokens)) b
+         where q.name = b.name and b.taken > 0;
     end if;
 
     return query

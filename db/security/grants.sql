@@ -38,7 +38,7 @@ declare
         'mark_failed, mark_jobs_succeeded, mark_succeeded, prune_jobs, queue_stats, raise_job_not_held, release_job, '
         'register_task_types, register_worker, report_concurrency, report_double_runs, report_latest_jobs, '
         'report_timeline, retry_dead, stop_worker, sweep_stuck, sweep_stuck_at, pause_queue, resume_queue, set_queue_limit, '
-        'cancel_job, mark_cancelled, next_run_at, '
+        'set_queue_rate, cancel_job, mark_cancelled, next_run_at, '
         'check_schedule_cron, set_schedule, pause_schedule, resume_schedule, delete_schedule, register_schedules, '
         'enqueue_schedule_slots, list_schedules';
     -- schema_migrations is pgqw migrate's ledger; a database installed with psql alone has none.
@@ -64,8 +64,8 @@ begin
         select g.role, g.privilege from (values
             -- The API: POST /api/jobs, POST .../retry, GET /metrics; the job, attempt and flyer reads.
             ('pgqw_api', 'execute on function enqueue_job, enqueue_jobs, retry_dead, queue_stats'),
-            -- GET /api/queues, POST /api/queues/{name}/pause, /resume, /limit.
-            ('pgqw_api', 'execute on function pause_queue, resume_queue, set_queue_limit'),
+            -- GET /api/queues, POST /api/queues/{name}/pause, /resume, /limit, /rate.
+            ('pgqw_api', 'execute on function pause_queue, resume_queue, set_queue_limit, set_queue_rate'),
             ('pgqw_api', 'select on table queues'),
             -- POST /api/jobs/{id}/cancel, and whether a running job was asked to stop.
             ('pgqw_api', 'execute on function cancel_job'),
@@ -95,7 +95,7 @@ begin
                            'queue_stats, register_task_types, register_worker, release_job, report_concurrency, '
                            'report_double_runs, report_latest_jobs, report_timeline, retry_dead, stop_worker, '
                            'sweep_stuck, prune_jobs'),
-            ('pgqw_admin', 'execute on function pause_queue, resume_queue, set_queue_limit'),
+            ('pgqw_admin', 'execute on function pause_queue, resume_queue, set_queue_limit, set_queue_rate'),
             ('pgqw_admin', 'execute on function cancel_job, mark_cancelled'),
             ('pgqw_admin', 'execute on function check_schedule_cron, set_schedule, pause_schedule, resume_schedule, '
                            'delete_schedule, register_schedules, enqueue_schedule_slots, list_schedules'),

@@ -206,6 +206,7 @@ Functions, their arguments and the state change each makes:
 | `enqueue_schedule_slots(name, slots)` | → pending: one job per due slot its `catch_up` picks, each slot once | QV400, QR404, QV413 |
 | `list_schedules()` | none (reads): every schedule, what a worker's scheduler reads each round | none |
 | `check_schedule_cron(cron)` | none: what is wrong with a cron expression, or null | none |
+| `set_queue_rate(queue, jobs_per_second)` | at most `jobs_per_second` of the queue's jobs started per second, across all workers (null: no rate): a bucket of `greatest(1, jobs_per_second)` tokens the claim refills and spends, checked at each claim | QV400 |
 | `backoff_delay(attempt, base_ms, max_jitter_ms, max_delay_ms, jitter)` | none | QV400 |
 | `queue_stats()`, `report_timeline(job_id)`, `report_concurrency(prefix)`, `report_double_runs(prefix)`, `report_latest_jobs(limit)` | none (reads) | QV400, QN404 |
 

@@ -76,6 +76,8 @@ ROUTES = [
     # A schedule named like the job id above, likewise.
     ("POST", "/api/schedules/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/pause"),
     ("POST", "/api/schedules/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/resume"),
+    ("PUT", "/api/queues/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/rate"),
+    ("POST", "/api/queues/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/rate"),
     ("GET", "/api/openapi.json"),
 ]
 

@@ -1,4 +1,4 @@
-"""GET /api/queues, POST /api/queues/:name/pause and /resume, PUT or POST /api/queues/:name/limit."""
+"""GET /api/queues, POST /api/queues/:name/pause and /resume, PUT or POST /api/queues/:name/limit and /rate."""
 from __future__ import annotations
 
 from typing import Any
@@ -12,7 +12,8 @@ from tests.helpers import enqueue, rows, snapshot
 
 
 def queues_rows(conn: psycopg.Connection) -> list[dict[str, Any]]:
-    return rows(conn, "select name, paused, max_running from queues order by name")
+    return rows(conn, "select name, paused, max_running, jobs_per_second, rate_tokens, rate_refilled_at"
+                      " from queues order by name")
 
 
 def test_queues_pause_and_resume_answer_the_queue_and_are_idempotent(
@@ -21,7 +22,8 @@ def test_queues_pause_and_resume_answer_the_queue_and_are_idempotent(
     for _ in range(2):
         r = client.post("/api/queues/emails/pause")
         assert r.status_code == 200
-        assert r.get_json()["data"] == {"name": "emails", "paused": True, "maxRunning": None}
+        assert r.get_json()["data"] == {"name": "emails", "paused": True, "maxRunning": None,
+                                             "jobsPerSecond": None}
     enqueue(conn, queue="emails")
     assert db.claim_job(conn, worker_id="w") is None
     for _ in range(2):
@@ -34,10 +36,33 @@ def test_queues_pause_and_resume_answer_the_queue_and_are_idempotent(
 def test_queues_limit_sets_and_removes_the_limit(client: FlaskClient, conn: psycopg.Connection, method: str) -> None:
     r = getattr(client, method)("/api/queues/emails/limit", json={"max_running": 2})
     assert r.status_code == 200
-    assert r.get_json()["data"] == {"name": "emails", "paused": False, "maxRunning": 2}
+    assert r.get_json()["data"] == {"name": "emails", "paused": False, "maxRunning": 2,
+                                         "jobsPerSecond": None}
     r = getattr(client, method)("/api/queues/emails/limit", json={"max_running": None})
     assert r.status_code == 200 and r.get_json()["data"]["maxRunning"] is None
-    assert queues_rows(conn) == [{"name": "emails", "paused": False, "max_running": None}]
+    assert [(q["name"], q["paused"], q["max_running"]) for q in queues_rows(conn)] == [("emails", False, None)]
+
+
+@pytest.mark.parametrize("method", ["put", "post"])
+def test_queues_rate_sets_and_removes_the_rate(client: FlaskClient, conn: psycopg.Connection, method: str) -> None:
+    client.put("/api/queues/emails/limit", json={"max_running": 3})
+    r = getattr(client, method)("/api/queues/emails/rate", json={"jobs_per_second": 2.5})
+    assert r.status_code == 200
+    assert r.get_json()["data"] == {"name": "emails", "paused": False, "maxRunning": 3, "jobsPerSecond": 2.5}
+    assert getattr(client, method)("/api/queues/emails/rate", json={"jobs_per_second": 1}).get_json()["data"][
+        "jobsPerSecond"] == 1
+    r = getattr(client, method)("/api/queues/emails/rate", json={"jobs_per_second": None})
+    assert r.status_code == 200 and r.get_json()["data"]["jobsPerSecond"] is None
+    [q] = queues_rows(conn)
+    assert (q["max_running"], q["jobs_per_second"], q["rate_tokens"], q["rate_refilled_at"]) == (3, None, None, None)
+
+
+def test_queues_rate_is_enforced_by_the_claim(client: FlaskClient, conn: psycopg.Connection) -> None:
+    for _ in range(5):
+        enqueue(conn, queue="emails")
+    assert client.put("/api/queues/emails/rate", json={"jobs_per_second": 0.001}).status_code == 200
+    assert len(db.claim_jobs(conn, worker_id="w", limit=10)) == 1  # a bucket of one, then one in 1000 s
+    assert db.claim_jobs(conn, worker_id="w", limit=10) == []
 
 
 def test_queues_list_gives_each_known_queue_with_its_numbers(client: FlaskClient, conn: psycopg.Connection) -> None:
@@ -45,6 +70,7 @@ def test_queues_list_gives_each_known_queue_with_its_numbers(client: FlaskClient
         enqueue(conn, queue="emails")
     db.claim_job(conn, worker_id="w", queues=["emails"])
     client.put("/api/queues/emails/limit", json={"max_running": 4})
+    client.put("/api/queues/emails/rate", json={"jobs_per_second": 0.5})
     client.post("/api/queues/reports/pause")
     r = client.get("/api/queues")
     assert r.status_code == 200
@@ -52,9 +78,10 @@ def test_queues_list_gives_each_known_queue_with_its_numbers(client: FlaskClient
     assert sorted(found) == ["emails", "reports"]
     emails = found["emails"]
     assert (emails["paused"], emails["maxRunning"], emails["depth"], emails["running"]) == (False, 4, 2, 1)
+    assert emails["jobsPerSecond"] == 0.5
     assert emails["oldestReadyAgeSeconds"] >= 0
-    assert found["reports"] == {"name": "reports", "paused": True, "maxRunning": None, "depth": 0, "running": 0,
-                                "oldestReadyAgeSeconds": 0}
+    assert found["reports"] == {"name": "reports", "paused": True, "maxRunning": None, "jobsPerSecond": None,
+                                "depth": 0, "running": 0, "oldestReadyAgeSeconds": 0}
 
 
 @pytest.mark.parametrize("path, body", [
@@ -69,6 +96,17 @@ def test_queues_list_gives_each_known_queue_with_its_numbers(client: FlaskClient
     ("/api/queues/emails/limit", {"max_running": 2, "extra": 1}),
     ("/api/queues/" + "q" * 101 + "/limit", {"max_running": 2}),
     ("/api/queues/%20%20/limit", {"max_running": 2}),
+    ("/api/queues/emails/rate", {"jobs_per_second": 0}),
+    ("/api/queues/emails/rate", {"jobs_per_second": -1.5}),
+    ("/api/queues/emails/rate", {"jobs_per_second": 1000000.5}),
+    ("/api/queues/emails/rate", {"jobs_per_second": 0.0000001}),  # 7 decimal places: set_queue_rate's QV400
+    ("/api/queues/emails/rate", {"jobs_per_second": 1 / 3}),
+    ("/api/queues/emails/rate", {"jobs_per_second": "2"}),
+    ("/api/queues/emails/rate", {"jobs_per_second": True}),
+    ("/api/queues/emails/rate", {}),
+    ("/api/queues/emails/rate", [2]),
+    ("/api/queues/emails/rate", {"jobs_per_second": 2, "max_running": 1}),
+    ("/api/queues/" + "q" * 101 + "/rate", {"jobs_per_second": 2}),
     ("/api/queues/" + "q" * 101 + "/pause", None),
     ("/api/queues/%20/resume", None),
     ("/api/queues/a%00b/pause", None),
@@ -77,15 +115,24 @@ def test_queues_bad_input_is_400_in_the_envelope_and_changes_nothing(
     client: FlaskClient, conn: psycopg.Connection, path: str, body: Any
 ) -> None:
     db.set_queue_limit(conn, queue="emails", max_running=7)
+    db.set_queue_rate(conn, queue="emails", jobs_per_second=3)
     before = snapshot(conn) + queues_rows(conn)
-    r = client.put(path, json=body) if path.endswith("/limit") else client.post(path)
+    r = client.put(path, json=body) if path.endswith(("/limit", "/rate")) else client.post(path)
     assert r.status_code == 400, r.get_json()
     error = r.get_json()["error"]
     assert error["code"] == "invalid_argument" and error["message"]
     assert snapshot(conn) + queues_rows(conn) == before
 
 
-def test_queues_limit_needs_a_json_body(client: FlaskClient) -> None:
-    r = client.put("/api/queues/emails/limit", data="max_running=2",
-                   content_type="application/x-www-form-urlencoded")
+def test_queues_rate_too_large_for_a_float_is_400(client: FlaskClient, conn: psycopg.Connection) -> None:
+    """1e400 is valid JSON and reads as infinity: refused before the database."""
+    r = client.put("/api/queues/emails/rate", data='{"jobs_per_second": 1e400}', content_type="application/json")
+    assert r.status_code == 400 and r.get_json()["error"]["code"] == "invalid_argument"
+    assert queues_rows(conn) == []
+
+
+@pytest.mark.parametrize("path, data", [("/api/queues/emails/limit", "max_running=2"),
+                                        ("/api/queues/emails/rate", "jobs_per_second=2")])
+def test_queues_limit_and_rate_need_a_json_body(client: FlaskClient, path: str, data: str) -> None:
+    r = client.put(path, data=data, content_type="application/x-www-form-urlencoded")
     assert r.status_code == 415

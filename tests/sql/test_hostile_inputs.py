@@ -534,7 +534,8 @@ BAD_CALLS = [
     bad("report_timeline", "null-job", "select * from report_timeline(null)", "QV400"),
     bad("report_timeline", "unknown-job", "select * from report_timeline(<unknown>)", "QN404"),
     bad("report_timeline", "id-not-uuid", "select * from report_timeline('x')", "22P02"),
-    # pause_queue(queue), resume_queue(queue), set_queue_limit(queue, max_running)
+    # pause_queue(queue), resume_queue(queue), set_queue_limit(queue, max_running),
+    # set_queue_rate(queue, jobs_per_second)
     bad("pause_queue", "null-queue", "select * from pause_queue(null)", "QV400"),
     bad("pause_queue", "whitespace-queue", f"select * from pause_queue({BLANK})", "QV400"),
     bad("pause_queue", "queue-101-chars", "select * from pause_queue(repeat('q', 101))", "QV400"),
@@ -605,6 +606,20 @@ BAD_CALLS = [
         "select * from enqueue_schedule_slots('nope', array['-infinity'::timestamptz])", "QV400"),
     bad("enqueue_schedule_slots", "101-slots", "select * from enqueue_schedule_slots('nope',"
         " array(select now() - make_interval(mins => n) from generate_series(1, 101) n))", "QV400"),
+    bad("set_queue_rate", "null-queue", "select * from set_queue_rate(null, 1)", "QV400"),
+    bad("set_queue_rate", "whitespace-queue", f"select * from set_queue_rate({BLANK}, 1)", "QV400"),
+    bad("set_queue_rate", "queue-101-chars", "select * from set_queue_rate(repeat('q', 101), 1)", "QV400"),
+    bad("set_queue_rate", "nul-queue", f"select * from set_queue_rate('q' || {NUL}, 1)", "54000"),
+    bad("set_queue_rate", "zero-rate", "select * from set_queue_rate('q', 0)", "QV400"),
+    bad("set_queue_rate", "negative-rate", "select * from set_queue_rate('q', -0.5)", "QV400"),
+    bad("set_queue_rate", "nan-rate", "select * from set_queue_rate('q', 'NaN')", "QV400"),
+    bad("set_queue_rate", "infinite-rate", "select * from set_queue_rate('q', 'Infinity')", "QV400"),
+    bad("set_queue_rate", "minus-infinite-rate", "select * from set_queue_rate('q', '-Infinity')", "QV400"),
+    bad("set_queue_rate", "rate-above-a-million", "select * from set_queue_rate('q', 1000000.000001)", "QV400"),
+    bad("set_queue_rate", "huge-rate", "select * from set_queue_rate('q', 1e1000)", "QV400"),
+    bad("set_queue_rate", "tiny-rate", "select * from set_queue_rate('q', 1e-1000)", "QV400"),
+    bad("set_queue_rate", "rate-7-decimals", "select * from set_queue_rate('q', 0.0000005)", "QV400"),
+    bad("set_queue_rate", "rate-not-a-number", "select * from set_queue_rate('q', 'fast')", "22P02"),
 ]
 
 # Hostile but valid: each must succeed, return what is said, and change nothing.

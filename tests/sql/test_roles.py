@@ -32,7 +32,7 @@ STATE_CHANGING = (
     "enqueue_job", "enqueue_jobs", "claim_job", "claim_jobs", "claim_jobs_at", "mark_succeeded",
     "mark_jobs_succeeded", "mark_failed", "heartbeat", "sweep_stuck", "sweep_stuck_at", "release_job", "retry_dead",
     "register_task_types", "register_worker", "stop_worker", "prune_jobs",
-    "pause_queue", "resume_queue", "set_queue_limit", "cancel_job", "mark_cancelled",
+    "pause_queue", "resume_queue", "set_queue_limit", "set_queue_rate", "cancel_job", "mark_cancelled",
     "set_schedule", "pause_schedule", "resume_schedule", "delete_schedule", "register_schedules",
     "enqueue_schedule_slots",
     # Not a state change, but definer too: it reads jobs for workers, which may read no table.
@@ -49,7 +49,7 @@ INVOKER = ("backoff_delay", "raise_job_not_held", "queue_stats", "report_concurr
 # Exactly what each role may do (db/security/grants.sql).
 EXECUTE = {
     "pgqw_api": {"enqueue_job", "enqueue_jobs", "retry_dead", "queue_stats", "pause_queue", "resume_queue",
-                 "set_queue_limit", "cancel_job", "pause_schedule", "resume_schedule", "list_schedules"},
+                 "set_queue_limit", "set_queue_rate", "cancel_job", "pause_schedule", "resume_schedule", "list_schedules"},
     "pgqw_worker": {"claim_job", "claim_jobs", "heartbeat", "mark_succeeded", "mark_jobs_succeeded",
                     "mark_failed", "release_job", "sweep_stuck", "register_task_types", "register_worker",
                     "stop_worker", "prune_jobs", "mark_cancelled", "register_schedules", "enqueue_schedule_slots",
@@ -94,6 +94,7 @@ CALLS = {
     "pause_queue": "select * from pause_queue('q-refused')",
     "resume_queue": "select * from resume_queue('q-refused')",
     "set_queue_limit": "select * from set_queue_limit('q-refused', 1)",
+    "set_queue_rate": "select * from set_queue_rate('q-refused', 1)",
     "prune_jobs": "select prune_jobs(interval '3650 days', p_batch => 1)",
     "backoff_delay": "select backoff_delay(1)",
     "raise_job_not_held": "select raise_job_not_held(gen_random_uuid(), 1)",
