@@ -36,9 +36,12 @@ begin
             message = format('job %s was not asked to cancel; report its success or failure instead', p_job_id);
     end if;
 
+    -- locked_by is not null is status = 'processing' (constraints jobs_processing_is_locked and
+    -- jobs_locked_only_when_processing); naming the status would let the planner walk every processing
+    -- entry of jobs_status_created_idx instead of taking the primary key.
     update jobs j
        set status = 'cancelled', finished_at = greatest(now(), j.started_at), locked_by = null, lease_expires_at = null
-     where j.id = p_job_id and j.status = 'processing' and j.attempts = v_attempt and v_outcome is null
+     where j.id = p_job_id and j.locked_by is not null and j.attempts = v_attempt and v_outcome is null
     returning j.* into v_job;
     if found then
         update job_attempts a

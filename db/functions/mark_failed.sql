@@ -57,6 +57,9 @@ begin
     -- The job's task type's backoff where an argument is null (a type no worker registered: none).
     select t.* into v_type from jobs k join task_type_settings t on t.name = k.type where k.id = p_job_id;
 
+    -- locked_by is not null is status = 'processing' (constraints jobs_processing_is_locked and
+    -- jobs_locked_only_when_processing); naming the status would let the planner walk every processing
+    -- entry of jobs_status_created_idx instead of taking the primary key.
     update jobs j
        set status = case when v_cancel then 'cancelled'
                          when p_retryable and j.attempts < j.max_attempts then 'failed' else 'dead' end,
@@ -70,7 +73,7 @@ begin
            last_error = v_error,
            locked_by = null,
            lease_expires_at = null
-     where j.id = p_job_id and j.status = 'processing' and j.attempts = v_attempt and v_outcome is null
+     where j.id = p_job_id and j.locked_by is not null and j.attempts = v_attempt and v_outcome is null
     returning j.* into v_job;
     if found then
         if v_job.status in ('dead', 'cancelled') then

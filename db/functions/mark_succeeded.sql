@@ -44,10 +44,13 @@ begin
         perform raise_job_not_held(p_job_id, null);
     end if;
     if v_outcome is null then
+        -- locked_by is not null is status = 'processing' (constraints jobs_processing_is_locked and
+        -- jobs_locked_only_when_processing); naming the status would let the planner walk every processing
+        -- entry of jobs_status_created_idx instead of taking the primary key.
         update jobs j
            set status = 'succeeded', finished_at = greatest(now(), j.started_at),
                locked_by = null, lease_expires_at = null
-         where j.id = p_job_id and j.attempts = v_attempt and j.status = 'processing'
+         where j.id = p_job_id and j.attempts = v_attempt and j.locked_by is not null
         returning j.* into v_job;
         if found then
             -- Checked after the update holds the row: cancel_job locks it too, so a request committed

@@ -42,13 +42,16 @@ begin
     perform 1 from jobs k where k.id = p_job_id for update;
     v_cancel := exists (select 1 from job_cancel_requests r where r.job_id = p_job_id);
 
+    -- locked_by is not null is status = 'processing' (constraints jobs_processing_is_locked and
+    -- jobs_locked_only_when_processing); naming the status would let the planner walk every processing
+    -- entry of jobs_status_created_idx instead of taking the primary key.
     update jobs j
        set status = case when v_cancel then 'cancelled' else 'pending' end,
            run_at = case when v_cancel then j.run_at else now() end,
            max_attempts = case when v_cancel then j.max_attempts else j.max_attempts + 1 end,
            finished_at = case when v_cancel then greatest(now(), j.started_at) end,
            locked_by = null, lease_expires_at = null
-     where j.id = p_job_id and j.status = 'processing' and j.attempts = v_attempt and v_outcome is null
+     where j.id = p_job_id and j.locked_by is not null and j.attempts = v_attempt and v_outcome is null
     returning j.* into v_job;
     if found then
         update job_attempts a

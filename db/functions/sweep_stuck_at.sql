@@ -8,6 +8,13 @@ create or replace function sweep_stuck_at(
 language plpgsql
 security definer
 set search_path = public, pg_temp
+-- Planned once per session, not per call (planning its statement cost more than running it for a few jobs),
+-- and its joins reach job_attempts by key whatever the statistics say: a table analyzed while small (a
+-- burst before autoanalyze) made this a sequential scan of every attempt per call. No JIT for the cost of
+-- the disabled path (as in claim_jobs_at).
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+set jit = off
 as $$
 begin
     if p_now is null then
