@@ -113,6 +113,8 @@ class Settings:
     task_modules: tuple[str, ...] = ("pgqw.demo",)
     batch_claim: bool = True
     batch_mark: bool = True
+    # The per-job `start` and `success` log lines (WORKER_LOG_JOBS=0: off; failures and the rest stay).
+    log_jobs: bool = True
     # Retention (worker/pruner.py): every PRUNE_INTERVAL_MS a worker deletes one batch of finished jobs
     # (with their attempts and results) older than their age: succeeded after 7 days, dead and
     # cancelled after 30. PRUNE=0 turns it off.
@@ -184,6 +186,7 @@ def load() -> Settings:
         or ("pgqw.demo",),
         batch_claim=_bool("WORKER_BATCH_CLAIM", True),
         batch_mark=_bool("WORKER_BATCH_MARK", True),
+        log_jobs=_bool("WORKER_LOG_JOBS", True),
         prune=_bool("PRUNE", True),
         prune_interval_ms=_int("PRUNE_INTERVAL_MS", 60_000, minimum=1),
         prune_succeeded_after_s=_int("PRUNE_SUCCEEDED_AFTER_S", 7 * 86400, minimum=0),

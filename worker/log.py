@@ -44,12 +44,18 @@ def describe_database(conninfo: str) -> str:
     return f"{host}{':' + str(port) if port else ''}/{name}"
 
 
+# The lines a worker writes for every job that goes well; WORKER_LOG_JOBS=0 leaves them out.
+JOB_EVENTS = frozenset({"start", "success"})
+
+
 class Log:
-    """`log(event, text)` writes `<time> [<worker id>] <event padded to 7> <text>`."""
+    """`log(event, text)` writes `<time> [<worker id>] <event padded to 7> <text>`, unless the event is
+    one of `quiet` (then it writes nothing)."""
 
     def __init__(self, worker_id: str, out: TextIO | None = None,
-                 now: Callable[[], datetime | None] = lambda: None) -> None:
+                 now: Callable[[], datetime | None] = lambda: None, *, quiet: frozenset[str] = frozenset()) -> None:
         self.worker_id = worker_id
+        self.quiet = quiet
         self.out = out or sys.stdout
         self._now = now  # a fixed time in tests; None: the current time
         self._lock = threading.RLock()  # reentrant: a signal handler may log while this thread holds it
@@ -58,6 +64,8 @@ class Log:
         return f"{clock(self._now())} [{self.worker_id}] {event:<7} {text}".rstrip()
 
     def __call__(self, event: str, text: str = "") -> None:
+        if event in self.quiet:
+            return
         line = self.line(event, text)
         with self._lock:
             try:

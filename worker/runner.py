@@ -25,7 +25,7 @@ from pgqw.worker.executor import Executor
 from pgqw.tasks import Registry, load
 from pgqw.worker.heartbeat import Heartbeat
 from pgqw.worker.listener import Listener
-from pgqw.worker.log import Log, describe_database, route_task_log
+from pgqw.worker.log import JOB_EVENTS, Log, describe_database, route_task_log
 from pgqw.worker.loop import MainLoop, Wakeup
 from pgqw.worker.presence import Presence
 from pgqw.worker.recorder import Recorder
@@ -45,7 +45,7 @@ class Worker:
         self.conninfo = conninfo
         # The task types this worker runs: the modules of --tasks / PGQW_TASKS (pgqw.demo by default).
         self.registry = tasks if tasks is not None else load(s.task_modules)
-        self.log = Log(s.worker_id, out)
+        self.log = Log(s.worker_id, out, quiet=frozenset() if s.log_jobs else JOB_EVENTS)
         self.wake = Wakeup()                # main loop: claim now, and when jobs come due later (loop.py)
         self.stopping = threading.Event()   # first signal: no more claims
         self.exiting = threading.Event()    # shutdown done: background threads stop retrying
@@ -141,7 +141,7 @@ class Worker:
             "worker started:",
             f"pid {os.getpid()}, concurrency {s.concurrency}, queues {','.join(s.queues) if s.queues else 'all'}, "
             f"listen {'on' if s.listen else 'off'}, batch claim {'on' if s.batch_claim else 'off'}, "
-            f"batch mark {'on' if s.batch_mark else 'off'}, "
+            f"batch mark {'on' if s.batch_mark else 'off'}, job lines {'on' if s.log_jobs else 'off'}, "
             f"poll {s.poll_interval_ms}ms, sweep {s.sweep_interval_ms}ms, "
             f"heartbeat {heartbeat}, lease {lease}, retry {retry}, "
             f"grace {s.shutdown_grace_ms}ms, tasks {','.join(self.registry.names())}, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 import re
 
-from pgqw.worker.log import Log, describe_database, short
+from pgqw.worker.log import JOB_EVENTS, Log, describe_database, short
 from tests.worker.parts import AT
 
 
@@ -36,3 +36,14 @@ def test_describe_database_hides_the_password() -> None:
     assert text == "db.example:6432/jobs" and "secret" not in text
     assert describe_database("host=/tmp/sock dbname=jobs") == "jobs via socket /tmp/sock"
     assert short("ba1b4d28-0000-4000-8000-000000000000") == "ba1b4d28"
+
+
+def test_log_leaves_out_quiet_events_and_writes_the_rest() -> None:
+    out = io.StringIO()
+    log = Log("w1", out, now=lambda: AT, quiet=JOB_EVENTS)
+    log("start", "ba1b4d28 attempt 1/5")
+    log("success", "ba1b4d28 attempt 1/5 in 0.01s")
+    log("failed", "ba1b4d28 attempt 1/5 in 0.01s: boom")
+    log("dead", "ba1b4d28 attempt 5/5")
+    assert out.getvalue().splitlines() == [
+        "16:43:07.167Z [w1] failed  ba1b4d28 attempt 1/5 in 0.01s: boom", "16:43:07.167Z [w1] dead    ba1b4d28 attempt 5/5"]
