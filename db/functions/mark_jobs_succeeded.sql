@@ -17,11 +17,14 @@ language plpgsql
 security definer
 set search_path = public, pg_temp
 -- Planned once per session, not per call (planning its statement cost more than running it for a few jobs),
--- and its joins reach job_attempts by key whatever the statistics say: a table analyzed while small (a
--- burst before autoanalyze) made this a sequential scan of every attempt per call. No JIT for the cost of
--- the disabled path (as in claim_jobs_at).
+-- and its joins are nested loops that reach each row by key, whatever the statistics say: with
+-- job_attempts analyzed while small (a fresh database, a burst before autoanalyze) the plan was a
+-- sequential scan, or a merge join over the whole index, of every attempt per call. No JIT for the cost
+-- of the disabled paths (as in claim_jobs_at).
 set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
+set enable_hashjoin = off
+set enable_mergejoin = off
 set jit = off
 as $$
 #variable_conflict use_column
