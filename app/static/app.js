@@ -751,6 +751,7 @@ const jobs = {
           : failure.message;
         searchError.hidden = false;
         $("#jobs-rows").replaceChildren();
+        this.drawn = null;
         $("#jobs-empty").hidden = true;
         return;
       }
@@ -769,12 +770,28 @@ const jobs = {
     } catch (failure) {
       note.textContent = `Could not ${action} ${shortId(job.id)}: ${failure.message}`;
     }
+    this.drawn = null; // its button was disabled: draw the rows again whatever the answer
     this.load();
   },
 
   render(page) {
     this.next = page.nextCursor;
-    const rows = page.jobs.map((job) => {
+    // The rows are drawn again only when the page's jobs changed: a refresh that finds the same jobs
+    // keeps the rows, and a button about to be pressed, in place.
+    const drawn = JSON.stringify(page.jobs) + new Date().toDateString();
+    if (drawn !== this.drawn) {
+      this.drawn = drawn;
+      this.drawRows(page.jobs);
+    }
+    $("#jobs-empty").hidden = page.jobs.length > 0;
+    $("#jobs-rows").dataset.refreshes = String((this.refreshes = (this.refreshes || 0) + 1)); // for tests
+    $("#page-label").textContent = `Page ${this.cursors.length}`;
+    $("#page-first").disabled = this.cursors.length === 1;
+    $("#page-next").disabled = !this.next;
+  },
+
+  drawRows(jobs) {
+    const rows = jobs.map((job) => {
       const tr = document.createElement("tr");
       tr.dataset.jobId = job.id;
       tr.dataset.testid = "job-row";
@@ -827,10 +844,6 @@ const jobs = {
       return tr;
     });
     $("#jobs-rows").replaceChildren(...rows);
-    $("#jobs-empty").hidden = rows.length > 0;
-    $("#page-label").textContent = `Page ${this.cursors.length}`;
-    $("#page-first").disabled = this.cursors.length === 1;
-    $("#page-next").disabled = !this.next;
   },
 };
 

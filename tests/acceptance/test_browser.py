@@ -277,6 +277,11 @@ def test_browser_form_jobs_table_dead_letter_retry_and_console(
     expect(rows).to_have_count(1)
     expect(row).to_contain_text("Filler listing 6")
     screenshot(page, tmp_path, "console-jobs.png")
+    # A refresh that finds the same jobs keeps the rows: the button stays where the user aims.
+    kept = row.element_handle()
+    refreshes = page.locator("#jobs-rows").get_attribute("data-refreshes")
+    expect(page.locator("#jobs-rows")).not_to_have_attribute("data-refreshes", refreshes)  # the next refresh
+    assert kept.evaluate("node => node.isConnected")
     row.get_by_test_id("row-cancel").click()
     expect(row.locator(".badge")).to_have_text("cancelled")
     expect(row.get_by_test_id("row-cancel")).to_have_count(0)
