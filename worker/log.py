@@ -1,4 +1,4 @@
-"""The worker's log: one line per event on stdout, flushed at once.
+"""The worker's log: one line per event on stdout, in order, flushed as soon as it is written.
 
     16:43:07.167Z [w1] start   ba1b4d28 attempt 1/5  (running 5/5, peak 5)
 
@@ -50,7 +50,15 @@ JOB_EVENTS = frozenset({"start", "success"})
 
 class Log:
     """`log(event, text)` writes `<time> [<worker id>] <event padded to 7> <text>`, unless the event is
-    one of `quiet` (then it writes nothing)."""
+    one of `quiet` (then it writes nothing).
+
+    By default each line is written and flushed by the caller. After start() a writer thread does the
+    writing: a caller only appends its line to a list, and the writer writes what has gathered with one
+    write and one flush. Lines come out in the order they were logged, as soon as the writer runs. Why: a
+    flush is a system call, and CPython lets other threads take the interpreter lock during it; the main
+    loop, logging a `start` line per claimed job, then waited behind the executor threads on every line
+    and claimed smaller batches (docs/benchmarks.md, "The worker's log lines"). close() writes what is
+    left and stops the writer."""
 
     def __init__(self, worker_id: str, out: TextIO | None = None,
                  now: Callable[[], datetime | None] = lambda: None, *, quiet: frozenset[str] = frozenset()) -> None:
@@ -58,7 +66,11 @@ class Log:
         self.quiet = quiet
         self.out = out or sys.stdout
         self._now = now  # a fixed time in tests; None: the current time
-        self._lock = threading.RLock()  # reentrant: a signal handler may log while this thread holds it
+        # Reentrant: a signal handler may log while the thread it interrupted holds it.
+        self._cond = threading.Condition(threading.RLock())
+        self._pending: list[str] = []   # lines logged, not yet written (with a writer)
+        self._writer: threading.Thread | None = None
+        self._closing = False
 
     def line(self, event: str, text: str = "") -> str:
         return f"{clock(self._now())} [{self.worker_id}] {event:<7} {text}".rstrip()
@@ -66,13 +78,54 @@ class Log:
     def __call__(self, event: str, text: str = "") -> None:
         if event in self.quiet:
             return
-        line = self.line(event, text)
-        with self._lock:
-            try:
-                self.out.write(line + "\n")
-                self.out.flush()
-            except (OSError, ValueError):
-                pass  # stdout closed: keep working, the database has the record
+        line = self.line(event, text) + "\n"
+        with self._cond:
+            if self._writer is None:
+                self._write(line)
+            else:
+                self._pending.append(line)
+                self._cond.notify()
+
+    def start(self) -> None:
+        """Lines are written by a thread of their own from now on (until close())."""
+        with self._cond:
+            if self._writer is None and not self._closing:
+                self._writer = threading.Thread(target=self._run, name="pgqw-log", daemon=True)
+                self._writer.start()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Writes every line logged so far and stops the writer; later lines are written by the caller."""
+        with self._cond:
+            writer, self._closing = self._writer, True
+            self._cond.notify()
+        if writer is not None:
+            writer.join(timeout)
+        with self._cond:
+            self._writer, self._closing = None, False
+            if self._pending:  # the writer did not finish in time: write the rest here
+                lines, self._pending = self._pending, []
+                self._write("".join(lines))
+
+    def unwritten(self) -> str:
+        """The lines not written yet (for a last write on the way out, with no lock taken)."""
+        return "".join(list(self._pending))
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._closing:
+                    self._cond.wait()
+                lines, self._pending = self._pending, []
+                if not lines:
+                    return      # closing, and everything is written
+            self._write("".join(lines))
+
+    def _write(self, text: str) -> None:
+        try:
+            self.out.write(text)
+            self.out.flush()
+        except (OSError, ValueError):
+            pass  # stdout closed: keep working, the database has the record
 
 
 def route_task_log(log: Log) -> None:

@@ -90,6 +90,8 @@ class Worker:
             if listen_conn is not None:
                 listen_conn.close()
             raise
+        # From here on lines are written by a thread of their own (log.py says why), until the end.
+        self.log.start()
         self._thread("heartbeat", lambda: self.heartbeat.loop(self.exiting))
         if self.settings.scheduler:
             self._thread("scheduler", lambda: self.scheduler.loop(self.exiting))
@@ -112,6 +114,7 @@ class Worker:
             self._close()
             self.executor.async_runner.close()
             self.shutdown.summary()
+            self.log.close()
         return 0
 
     def stop(self, reason: str = "stop requested") -> None:

@@ -49,7 +49,8 @@ class Signals:
         if self.signalled or self.stopping():
             # Second signal: leave at once. Minimal work here: no locks the interrupted code may hold.
             try:
-                self.write(self.log.line("exit", f"second {name}: exiting now; running jobs are left to the sweep")
+                self.write(self.log.unwritten()
+                           + self.log.line("exit", f"second {name}: exiting now; running jobs are left to the sweep")
                            + "\n")
             finally:
                 self.exit(128 + signum)

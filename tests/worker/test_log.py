@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import re
+import threading
 
 from pgqw.worker.log import JOB_EVENTS, Log, describe_database, short
 from tests.worker.parts import AT
@@ -47,3 +48,66 @@ def test_log_leaves_out_quiet_events_and_writes_the_rest() -> None:
     log("dead", "ba1b4d28 attempt 5/5")
     assert out.getvalue().splitlines() == [
         "16:43:07.167Z [w1] failed  ba1b4d28 attempt 1/5 in 0.01s: boom", "16:43:07.167Z [w1] dead    ba1b4d28 attempt 5/5"]
+
+
+class _Out:
+    """A stream that records which thread wrote each piece, and how many flushes."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[str, str]] = []
+        self.flushes = 0
+
+    def write(self, text: str) -> int:
+        self.parts.append((threading.current_thread().name, text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+    def text(self) -> str:
+        return "".join(t for _, t in self.parts)
+
+
+def test_started_log_writes_from_its_own_thread_in_order_and_close_writes_the_rest() -> None:
+    out = _Out()
+    log = Log("w1", out, now=lambda: AT)
+    log.start()
+    for i in range(2000):
+        log("start", f"job {i}")
+    log.close()
+    assert out.text().splitlines() == [f"16:43:07.167Z [w1] start   job {i}" for i in range(2000)]
+    assert {name for name, _ in out.parts} == {"pgqw-log"}
+    assert out.flushes == len(out.parts) <= 2000  # one flush per write, lines gathered into writes
+
+
+def test_log_after_close_writes_from_the_caller_again() -> None:
+    out = _Out()
+    log = Log("w1", out, now=lambda: AT)
+    log.start()
+    log("start", "a")
+    log.close()
+    log("stopped", "b")
+    assert out.parts[-1] == (threading.current_thread().name, "16:43:07.167Z [w1] stopped b\n")
+    assert out.text().splitlines() == ["16:43:07.167Z [w1] start   a", "16:43:07.167Z [w1] stopped b"]
+
+
+def test_unwritten_lines_are_the_ones_the_writer_has_not_taken_yet() -> None:
+    release, writing = threading.Event(), threading.Event()
+
+    class Stuck(_Out):
+        def write(self, text: str) -> int:
+            writing.set()
+            release.wait(5)  # the writer is held in its first write
+            return super().write(text)
+
+    out = Stuck()
+    log = Log("w1", out, now=lambda: AT)
+    log.start()
+    log("start", "a")
+    assert writing.wait(5)
+    log("success", "a in 0.01s")
+    log("start", "b")
+    assert log.unwritten() == "16:43:07.167Z [w1] success a in 0.01s\n16:43:07.167Z [w1] start   b\n"
+    release.set()
+    log.close()
+    assert log.unwritten() == "" and len(out.text().splitlines()) == 3
