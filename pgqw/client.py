@@ -19,7 +19,8 @@ the API checks against the registered schema). Every call goes through the store
 (pgqw.db); nothing here decides a job's state.
 
 The connection's role needs EXECUTE on enqueue_job / enqueue_jobs (the queue's owner, pgqw_api,
-pgqw_admin, or a role granted one of them) and SELECT on jobs, job_attempts and job_results to read.
+pgqw_admin, or a role granted one of them), SELECT on jobs, job_attempts and job_results to read, and
+EXECUTE on watch_job / unwatch_job to wait.
 """
 from __future__ import annotations
 
@@ -140,14 +141,26 @@ def _result_value(found: db.Result | None) -> Any:
 
 def wait(conn: psycopg.Connection, job_id: uuid.UUID | str, timeout: float) -> db.Job:
     """Blocks until the job is final (succeeded, dead, cancelled) and returns it; JobTimeout after
-    `timeout` seconds. LISTENs on the channel the stored functions notify when a job ends, and reads
-    the job once per notification (and once at the start), so it does not poll. The connection
-    must be in autocommit mode (a notification arrives only outside a transaction)."""
+    `timeout` seconds. LISTENs on the channel the stored functions notify when a watched job ends,
+    watches the job (watch_job: only a watched job's end is notified), and reads the job once per
+    notification (and once at the start), so it does not poll. The connection must be in autocommit
+    mode (a notification arrives only outside a transaction)."""
     if not conn.autocommit:
         raise ValueError("wait() needs an autocommit connection (notifications arrive between transactions)")
     deadline = time.monotonic() + timeout
     db.listen_finished(conn)
+    watching = False
     try:
+        try:
+            # The first call registers; the second, a transaction after it, waits out a completion that
+            # was under way before the registration counted (watch_job's header).
+            db.watch_job(conn, job_id=job_id)
+            watching = True
+            db.watch_job(conn, job_id=job_id)
+        except psycopg.Error as exc:
+            if exc.sqlstate == "QN404":
+                raise LookupError(f"no job {job_id}") from None
+            raise
         while True:
             job = db.get_job(conn, job_id=job_id)
             if job is None:
@@ -158,9 +171,12 @@ def wait(conn: psycopg.Connection, job_id: uuid.UUID | str, timeout: float) -> d
             if left <= 0:
                 raise JobTimeout(f"job {job_id} is still {job.status} after {timeout:g} s")
             for note in conn.notifies(timeout=left, stop_after=1):
-                del note  # any job's end: read this one again
+                del note  # a watched job's end (this one's or another's): read this one again
     finally:
-        db.unlisten_finished(conn)
+        if not conn.closed:
+            if watching:
+                db.unwatch_job(conn, job_id=job_id)
+            db.unlisten_finished(conn)
 
 
 async def wait_async(conn: psycopg.AsyncConnection, job_id: uuid.UUID | str, timeout: float) -> db.Job:
@@ -169,7 +185,18 @@ async def wait_async(conn: psycopg.AsyncConnection, job_id: uuid.UUID | str, tim
         raise ValueError("wait_async() needs an autocommit connection")
     deadline = time.monotonic() + timeout
     await db.listen_finished_async(conn)
+    watching = False
     try:
+        try:
+            # The first call registers; the second, a transaction after it, waits out a completion that
+            # was under way before the registration counted (watch_job's header).
+            await db.watch_job_async(conn, job_id=job_id)
+            watching = True
+            await db.watch_job_async(conn, job_id=job_id)
+        except psycopg.Error as exc:
+            if exc.sqlstate == "QN404":
+                raise LookupError(f"no job {job_id}") from None
+            raise
         while True:
             job = await db.get_job_async(conn, job_id=job_id)
             if job is None:
@@ -182,4 +209,7 @@ async def wait_async(conn: psycopg.AsyncConnection, job_id: uuid.UUID | str, tim
             async for note in conn.notifies(timeout=left, stop_after=1):
                 del note
     finally:
-        await db.unlisten_finished_async(conn)
+        if not conn.closed:
+            if watching:
+                await db.unwatch_job_async(conn, job_id=job_id)
+            await db.unlisten_finished_async(conn)

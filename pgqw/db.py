@@ -791,12 +791,38 @@ def unlisten_finished(conn: psycopg.Connection) -> None:
     conn.execute(f"unlisten {FINISHED_CHANNEL}")
 
 
+def watch_job(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> str:
+    """This session waits for the job to end: its end is notified on pgqw_finished from now on (LISTEN
+    first). Returns the job's status; QN404 when there is no such job."""
+    row = conn.execute("select watch_job(%(job_id)s::uuid)", {"job_id": job_id}).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def unwatch_job(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> bool:
+    row = conn.execute("select unwatch_job(%(job_id)s::uuid)", {"job_id": job_id}).fetchone()
+    return bool(row and row[0])
+
+
 async def listen_finished_async(conn: psycopg.AsyncConnection) -> None:
     await conn.execute(f"listen {FINISHED_CHANNEL}")
 
 
 async def unlisten_finished_async(conn: psycopg.AsyncConnection) -> None:
     await conn.execute(f"unlisten {FINISHED_CHANNEL}")
+
+
+async def watch_job_async(conn: psycopg.AsyncConnection, *, job_id: uuid.UUID | str) -> str:
+    cur = await conn.execute("select watch_job(%(job_id)s::uuid)", {"job_id": job_id})
+    row = await cur.fetchone()
+    assert row is not None
+    return row[0]
+
+
+async def unwatch_job_async(conn: psycopg.AsyncConnection, *, job_id: uuid.UUID | str) -> bool:
+    cur = await conn.execute("select unwatch_job(%(job_id)s::uuid)", {"job_id": job_id})
+    row = await cur.fetchone()
+    return bool(row and row[0])
 
 
 # ---- schedules: periodic jobs (db/functions/*schedule*.sql) ----

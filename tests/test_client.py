@@ -120,19 +120,20 @@ def test_client_wait_returns_when_the_job_ends(db_url: str, conn: psycopg.Connec
     got: list[db.Job] = []
     listening = threading.Event()
     thread = threading.Thread(target=lambda: got.append(client.wait(waiter, job.id, timeout=30)))
-    # The waiter reads the job once after LISTEN; a notification makes it read again.
-    original = db.listen_finished
+    # The waiter reads the job once after LISTEN and watch_job; a notification makes it read again.
+    original = db.watch_job
 
-    def listen_then_signal(c):
-        original(c)
+    def watch_then_signal(c, **kwargs):
+        status = original(c, **kwargs)
         listening.set()
+        return status
 
-    db.listen_finished = listen_then_signal
+    db.watch_job = watch_then_signal
     try:
         thread.start()
         assert listening.wait(10)
     finally:
-        db.listen_finished = original
+        db.watch_job = original
     _finish(conn, job.id)
     thread.join(10)
     assert got and got[0].status == "succeeded"

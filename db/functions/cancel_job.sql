@@ -1,5 +1,6 @@
--- cancel_job: pending/failed → cancelled at once (notifies pgqw_finished); processing: the cancel is requested (the
--- job stays processing until its worker ends the attempt cancelled, or a sweep does). Attempts and errors are kept.
+-- cancel_job: pending/failed → cancelled at once (notifies pgqw_finished if watched); processing: the cancel is
+-- requested (the job stays processing until its worker ends the attempt cancelled, or a sweep does). Attempts and
+-- errors are kept.
 -- Returns the job and cancel_requested_at. Raises QV400 (null id), QN404 (no such job), QS409 (already finished).
 create or replace function cancel_job(
     p_job_id  uuid
@@ -42,7 +43,9 @@ begin
            set status = 'cancelled', finished_at = greatest(now(), j.started_at)
          where j.id = p_job_id
         returning j.* into v_job;
-        perform pg_notify('pgqw_finished', p_job_id::text);
+        if exists (select 1 from job_waiters w where w.job_id = p_job_id) then  -- watch_job
+            perform pg_notify('pgqw_finished', p_job_id::text);
+        end if;
     end if;
     return query select v_job.*, v_requested_at;
 end;

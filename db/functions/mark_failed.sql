@@ -1,8 +1,8 @@
 -- mark_failed: processing → failed (tries left and p_retryable; run_at = now() + backoff_delay with the p_ arguments,
 -- else the task type's backoff, else queue_settings'; notifies pgqw_jobs_at with '<ms> <queue>', or pgqw_jobs with the
--- queue when it is due at once) or → dead (notifies pgqw_finished), for the attempt whose lease
+-- queue when it is due at once) or → dead (notifies pgqw_finished if watched), for the attempt whose lease
 -- token this is; its job_attempts row becomes failed with p_error (cut to 10,000 characters). A job asked to cancel
--- (cancel_job) ends cancelled instead (notifies pgqw_finished), its attempt cancelled with p_error.
+-- (cancel_job) ends cancelled instead (notifies pgqw_finished if watched), its attempt cancelled with p_error.
 -- Returns the job and already_recorded (true: this attempt had already failed with this error, nothing changed).
 -- Raises QV400 (bad argument), QN404 (no such job), QL409 (the token does not hold the job).
 create or replace function mark_failed(
@@ -82,7 +82,9 @@ begin
     returning j.* into v_job;
     if found then
         if v_job.status in ('dead', 'cancelled') then
-            perform pg_notify('pgqw_finished', p_job_id::text);
+            if exists (select 1 from job_waiters w where w.job_id = p_job_id) then  -- watch_job
+                perform pg_notify('pgqw_finished', p_job_id::text);
+            end if;
         elsif v_job.status = 'failed' then
             -- The retry's time, so a worker wakes for it (delivered at commit, measured now).
             v_due_ms := ceil(extract(epoch from v_job.run_at - clock_timestamp()) * 1000);

@@ -1,6 +1,6 @@
 -- mark_jobs_succeeded: mark_succeeded for many (p_job_ids[i], p_lease_tokens[i]) pairs (processing → succeeded),
 -- each with its JSON result p_results[i] (a JSON array; null or a missing element: no result; a pair listed twice:
--- its first result); notifies pgqw_finished.
+-- its first result); notifies pgqw_finished if one is watched.
 -- Returns each job whose attempt succeeded, with already_recorded (true: an earlier call did it); a pair whose
 -- token does not hold its job, or whose job was asked to cancel, is left alone and missing. Raises QV400.
 create or replace function mark_jobs_succeeded(
@@ -41,10 +41,13 @@ begin
         raise exception using errcode = 'QV400',
             message = 'results must be a JSON array with at most one element per job id';
     end if;
-    perform pg_notify('pgqw_finished', '*');
     -- Hold the jobs first (in id order), as cancel_job does: the statement below then sees every cancel
     -- request committed before, and none can come in until this transaction ends.
     perform 1 from jobs k where k.id = any(p_job_ids) order by k.id for update;
+    -- After the lock: a watch_job committed before it is seen here, one after it waits for this commit.
+    if exists (select 1 from job_waiters w where w.job_id = any(p_job_ids)) then
+        perform pg_notify('pgqw_finished', '*');
+    end if;
 
     return query
     with pairs as (

@@ -1,5 +1,5 @@
 -- mark_succeeded: processing → succeeded for the attempt whose lease token this is, with its result (a JSON value or
--- bytes of a content type) stored in the same statement; the attempt's row becomes succeeded; notifies pgqw_finished.
+-- bytes of a content type) stored in the same statement; the attempt's row becomes succeeded; notifies pgqw_finished if watched.
 -- Returns the job and already_recorded (true: this attempt had already succeeded, nothing changed).
 -- Raises QV400 (bad argument or result), QN404 (no such job), QL409 (the token does not hold the job, or a cancel
 -- was requested: nothing is stored, the job ends cancelled through mark_cancelled, mark_failed or a sweep).
@@ -75,7 +75,9 @@ begin
                 insert into job_results (job_id, content_type, value, data)
                 values (p_job_id, p_result_type, p_result_value, p_result_data);
             end if;
-            perform pg_notify('pgqw_finished', p_job_id::text);
+            if exists (select 1 from job_waiters w where w.job_id = p_job_id) then  -- watch_job
+                perform pg_notify('pgqw_finished', p_job_id::text);
+            end if;
             return query select v_job.*, false;
             return;
         end if;

@@ -1,5 +1,6 @@
 -- prune_jobs: deletes up to p_batch finished jobs (final statuses only) whose finished_at is older than now() - p_older_than,
--- with their attempts, results and flyers (cascade); rows another session holds are skipped, never waited for.
+-- with their attempts, results and flyers (cascade) and who waited for them (job_waiters); rows another session
+-- holds are skipped, never waited for.
 -- Returns how many it deleted: call again, committing in between, until 0. Raises QV400 (bad argument).
 create or replace function prune_jobs(
     p_older_than  interval,
@@ -51,9 +52,13 @@ begin
          order by j.finished_at
          limit p_batch
            for update skip locked
+    ), gone as (
+        delete from jobs j using doomed d where j.id = d.id returning j.id
+    ), unwatched as (
+        -- Sessions that waited for these jobs (job_waiters has no foreign key to cascade).
+        delete from job_waiters w using gone g where w.job_id = g.id
     )
-    delete from jobs j using doomed d where j.id = d.id;
-    get diagnostics v_deleted = row_count;
+    select count(*) into v_deleted from gone;
     return v_deleted;
 end;
 $$;

@@ -1,6 +1,6 @@
 -- release_job: processing → pending (runnable at once, max_attempts + 1 so the try is not spent) for the attempt whose
 -- lease token this is; its job_attempts row becomes abandoned (handed_back) with the reason. Notifies pgqw_jobs.
--- A job asked to cancel (cancel_job) ends cancelled instead, its attempt cancelled; notifies pgqw_finished.
+-- A job asked to cancel (cancel_job) ends cancelled instead, its attempt cancelled; notifies pgqw_finished if watched.
 -- Returns the job and already_recorded (true: this attempt was already handed back, nothing changed).
 -- Raises QV400 (bad argument), QN404 (no such job), QL409 (the token does not hold the job).
 create or replace function release_job(
@@ -65,7 +65,9 @@ begin
                error = left(v_reason, 10000), finished_at = greatest(now(), a.started_at)
          where a.job_id = p_job_id and a.attempt = v_attempt;
         if v_cancel then
-            perform pg_notify('pgqw_finished', p_job_id::text);
+            if exists (select 1 from job_waiters w where w.job_id = p_job_id) then  -- watch_job
+                perform pg_notify('pgqw_finished', p_job_id::text);
+            end if;
         else
             perform pg_notify('pgqw_jobs', v_job.queue);
         end if;

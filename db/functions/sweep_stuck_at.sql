@@ -64,7 +64,9 @@ begin
         -- Wake workers of every queue ('*'): some swept jobs are ready again; and whoever waits for a
         -- job to end: some may be dead now.
         perform pg_notify('pgqw_jobs', '*');
-        perform pg_notify('pgqw_finished', '*');
+        if exists (select 1 from job_waiters) then  -- watch_job
+            perform pg_notify('pgqw_finished', '*');
+        end if;
     end if;
 end;
 $$;

@@ -40,10 +40,10 @@ declare
         'report_timeline, retry_dead, stop_worker, sweep_stuck, sweep_stuck_at, pause_queue, resume_queue, set_queue_limit, '
         'set_queue_rate, cancel_job, mark_cancelled, next_run_at, '
         'check_schedule_cron, set_schedule, pause_schedule, resume_schedule, delete_schedule, register_schedules, '
-        'enqueue_schedule_slots, list_schedules';
+        'enqueue_schedule_slots, list_schedules, watch_job, unwatch_job';
     -- schema_migrations is pgqw migrate's ledger; a database installed with psql alone has none.
     v_tables constant text := 'jobs, job_attempts, job_results, flyers, queue_settings, task_types, '
-        'task_type_settings, workers, queues, job_cancel_requests, schedules'
+        'task_type_settings, workers, queues, job_cancel_requests, schedules, job_waiters'
         || case when to_regclass('schema_migrations') is null then '' else ', schema_migrations' end;
     v_role text;
     v_grant record;
@@ -75,6 +75,8 @@ begin
             ('pgqw_api', 'select on table schedules'),
             ('pgqw_api', 'select on table jobs, job_attempts, job_results, flyers, task_types, task_type_settings, '
                          'workers'),
+            -- Waiting for a job to end (pgqw.client.wait): only then is its end notified.
+            ('pgqw_api', 'execute on function watch_job, unwatch_job'),
             -- Workers: the functions of their work, and no table. Every answer they need comes from the
             -- functions (the lease a claim granted, already_recorded after a lost reply).
             ('pgqw_worker', 'execute on function claim_job, claim_jobs, heartbeat, mark_succeeded, '
@@ -100,6 +102,7 @@ begin
             ('pgqw_admin', 'execute on function check_schedule_cron, set_schedule, pause_schedule, resume_schedule, '
                            'delete_schedule, register_schedules, enqueue_schedule_slots, list_schedules'),
             ('pgqw_admin', 'execute on function next_run_at'),
+            ('pgqw_admin', 'execute on function watch_job, unwatch_job'),
             ('pgqw_admin', format('select on table %s', v_tables)),
             -- A DBA's settings: queue_settings, and the plain (not code_*) columns of a task type.
             ('pgqw_admin', 'update on table queue_settings'),

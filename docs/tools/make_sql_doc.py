@@ -194,6 +194,7 @@ Functions, their arguments and the state change each makes:
 | `retry_dead(job_id, extra_attempts)` | dead → pending | QV400, QN404, QS409 |
 | `cancel_job(job_id)` | pending/failed → cancelled; processing: the cancel is requested (heartbeat answers it) | QV400, QN404, QS409 (already finished) |
 | `mark_cancelled(job_id, lease_token)` | processing → cancelled, once a cancel was requested (`mark_failed` and `release_job` of such a job, and the sweep, end it cancelled too) | QV400, QN404, QL409, QS409 |
+| `watch_job(job_id)`, `unwatch_job(job_id)` | none to the job: this session waits for it to end, or no longer; the functions that end a job notify `pgqw_finished` only for a watched one (`LISTEN`, then `watch_job` twice, as `pgqw.client.wait` does: the second call waits out a completion under way) | QV400, QN404 |
 | `register_task_types(types jsonb)` | upserts task types: schema and `code_*` defaults (never a DBA's columns) | QV400 |
 | `register_worker(worker_id, task_types, queues, concurrency, hostname, pid, ttl_ms)`, `stop_worker(worker_id)` | a worker's presence | QV400 |
 | `pause_queue(queue)`, `resume_queue(queue)` | claims skip a paused queue (enqueues still land in it); idempotent; returns the `queues` row (a resume wakes listening workers) | QV400 |

@@ -45,6 +45,7 @@ def _wait_until_blocked(observer: psycopg.Connection, pid: int, by: int, thread:
 def test_cancel_job_pending_ends_cancelled_at_once(conn: psycopg.Connection) -> None:
     job = enqueue(conn)
     conn.execute("listen pgqw_finished")
+    db.watch_job(conn, job_id=job.id)
     got = db.cancel_job(conn, job_id=job.id)
     assert (got.status, got.attempts) == ("cancelled", 0)
     assert got.finished_at is not None and got.cancel_requested_at is not None
@@ -79,6 +80,7 @@ def test_mark_cancelled_ends_the_attempt_and_the_job_cancelled(conn: psycopg.Con
     job = _claimed(conn)
     db.cancel_job(conn, job_id=job.id)
     conn.execute("listen pgqw_finished")
+    db.watch_job(conn, job_id=job.id)
     done = db.mark_cancelled(conn, job_id=job.id, lease_token=job.lease_token)
     assert (done.status, done.already_recorded, done.locked_by) == ("cancelled", False, None)
     assert done.finished_at is not None

@@ -421,6 +421,12 @@ BAD_CALLS = [
     bad("cancel_job", "id-not-uuid", "select * from cancel_job('not-a-uuid')", "22P02"),
     bad("cancel_job", "succeeded-job", "select * from cancel_job(<succeeded>)", "QS409"),
     bad("cancel_job", "dead-job", "select * from cancel_job(<dead>)", "QS409"),
+    # watch_job(job_id), unwatch_job(job_id): an existing job
+    bad("watch_job", "null-job", "select watch_job(null)", "QV400"),
+    bad("watch_job", "unknown-job", "select watch_job(<unknown>)", "QN404"),
+    bad("watch_job", "id-not-uuid", "select watch_job('not-a-uuid')", "22P02"),
+    bad("unwatch_job", "null-job", "select unwatch_job(null)", "QV400"),
+    bad("unwatch_job", "id-not-uuid", "select unwatch_job('not-a-uuid')", "22P02"),
     # mark_cancelled(job_id, lease_token): only once a cancel was requested
     bad("mark_cancelled", "null-job", "select * from mark_cancelled(null, <tok:processing>)", "QV400"),
     bad("mark_cancelled", "null-token", "select * from mark_cancelled(<processing>, null)", "QV400"),

@@ -24,7 +24,7 @@ from tests.sql.queue_state import snapshot
 
 ROLES = ("pgqw_api", "pgqw_worker", "pgqw_admin")
 TABLES = ("jobs", "job_attempts", "job_results", "flyers", "queue_settings", "task_types", "task_type_settings",
-          "workers", "queues", "job_cancel_requests", "schedules", "schema_migrations")
+          "workers", "queues", "job_cancel_requests", "schedules", "job_waiters", "schema_migrations")
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
 
 # The functions that change state run as their owner (security definer).
@@ -35,6 +35,8 @@ STATE_CHANGING = (
     "pause_queue", "resume_queue", "set_queue_limit", "set_queue_rate", "cancel_job", "mark_cancelled",
     "set_schedule", "pause_schedule", "resume_schedule", "delete_schedule", "register_schedules",
     "enqueue_schedule_slots",
+    # Who waits for which job (job_waiters), for pgqw.client.wait.
+    "watch_job", "unwatch_job",
     # Not a state change, but definer too: it reads jobs for workers, which may read no table.
     "next_run_at",
     # Likewise: the schedules, for a worker's scheduler.
@@ -49,7 +51,8 @@ INVOKER = ("backoff_delay", "raise_job_not_held", "queue_stats", "report_concurr
 # Exactly what each role may do (db/security/grants.sql).
 EXECUTE = {
     "pgqw_api": {"enqueue_job", "enqueue_jobs", "retry_dead", "queue_stats", "pause_queue", "resume_queue",
-                 "set_queue_limit", "set_queue_rate", "cancel_job", "pause_schedule", "resume_schedule", "list_schedules"},
+                 "set_queue_limit", "set_queue_rate", "cancel_job", "pause_schedule", "resume_schedule", "list_schedules",
+                 "watch_job", "unwatch_job"},
     "pgqw_worker": {"claim_job", "claim_jobs", "heartbeat", "mark_succeeded", "mark_jobs_succeeded",
                     "mark_failed", "release_job", "sweep_stuck", "register_task_types", "register_worker",
                     "stop_worker", "prune_jobs", "mark_cancelled", "register_schedules", "enqueue_schedule_slots",
@@ -76,6 +79,8 @@ CALLS = {
     "enqueue_jobs": "select * from enqueue_jobs('[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"k\"}]')",
     "retry_dead": "select * from retry_dead(gen_random_uuid())",
     "cancel_job": "select * from cancel_job(gen_random_uuid())",
+    "watch_job": "select watch_job(gen_random_uuid())",
+    "unwatch_job": "select unwatch_job(gen_random_uuid())",
     "mark_cancelled": "select * from mark_cancelled(gen_random_uuid(), gen_random_uuid())",
     "queue_stats": "select * from queue_stats()",
     "claim_job": "select * from claim_job('w-refused')",

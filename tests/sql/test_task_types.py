@@ -493,37 +493,102 @@ def test_mark_jobs_succeeded_stores_json_results_per_job(conn: psycopg.Connectio
 
 # ---- pgqw_finished ---------------------------------------------------------------------------------
 
-def test_pgqw_finished_is_notified_when_a_job_succeeds_and_when_it_goes_dead(conn: psycopg.Connection, connect) -> None:
+def test_pgqw_finished_is_notified_when_a_watched_job_succeeds_and_when_it_goes_dead(
+        conn: psycopg.Connection, connect) -> None:
     listener = connect()
     db.listen_finished(listener)
+
+    def watched(job):
+        assert db.watch_job(listener, job_id=job.id) == "processing"
+        return job
 
     def next_payload() -> str:
         got = list(listener.notifies(timeout=5, stop_after=1))
         assert len(got) == 1, "no pgqw_finished notification"
         return got[0].payload
 
-    succeeded = claimed(conn, new_job(conn, "noop"))
+    succeeded = watched(claimed(conn, new_job(conn, "noop")))
     db.mark_succeeded(conn, job_id=succeeded.id, lease_token=succeeded.lease_token,
                       result=("application/json", 1, None))
     assert next_payload() == str(succeeded.id)
 
     # A failure with tries left is not the end: no notification for it. The next one (notifications
     # arrive in commit order) is the job's death.
-    job = claimed(conn, new_job(conn, "noop", max_attempts=2))
+    job = watched(claimed(conn, new_job(conn, "noop", max_attempts=2)))
     db.mark_failed(conn, job_id=job.id, lease_token=job.lease_token, error="boom", base_ms=0, max_jitter_ms=0)
     again = claimed(conn, job, worker_id="w2")
     db.mark_failed(conn, job_id=job.id, lease_token=again.lease_token, error="boom again")
     assert job_row(conn, job.id)["status"] == "dead"
     assert next_payload() == str(job.id)
 
-    permanent = claimed(conn, new_job(conn, "noop", max_attempts=5))
+    permanent = watched(claimed(conn, new_job(conn, "noop", max_attempts=5)))
     db.mark_failed(conn, job_id=permanent.id, lease_token=permanent.lease_token, error="bad payload", retryable=False)
     assert next_payload() == str(permanent.id)
 
     # A batch success and a sweep that kills a job say '*' (some jobs ended).
-    batch = claimed(conn, new_job(conn, "noop"))
+    batch = watched(claimed(conn, new_job(conn, "noop")))
     db.mark_jobs_succeeded(conn, done=[(batch.id, batch.lease_token)])
     assert next_payload() == "*"
-    swept = claimed(conn, new_job(conn, "noop", max_attempts=1), lease_ms=1)
+    swept = watched(claimed(conn, new_job(conn, "noop", max_attempts=1), lease_ms=1))
     assert [s.status for s in db.sweep_stuck_at(conn, now=swept.lease_expires_at + timedelta(seconds=1))] == ["dead"]
     assert next_payload() == "*"
+
+
+def test_pgqw_finished_is_silent_for_a_job_nobody_watches(conn: psycopg.Connection, connect) -> None:
+    listener = connect()
+    db.listen_finished(listener)
+    quiet = [claimed(conn, new_job(conn, "noop")) for _ in range(3)]
+    db.mark_succeeded(conn, job_id=quiet[0].id, lease_token=quiet[0].lease_token)
+    db.mark_jobs_succeeded(conn, done=[(quiet[1].id, quiet[1].lease_token)])
+    db.mark_failed(conn, job_id=quiet[2].id, lease_token=quiet[2].lease_token, error="bad", retryable=False)
+    # Watched, then no longer: silent too. Then a watched one: its notification is the first to arrive.
+    unwatched = claimed(conn, new_job(conn, "noop"))
+    assert db.watch_job(listener, job_id=unwatched.id) == "processing"
+    assert db.unwatch_job(listener, job_id=unwatched.id) is True
+    assert db.unwatch_job(listener, job_id=unwatched.id) is False
+    db.mark_succeeded(conn, job_id=unwatched.id, lease_token=unwatched.lease_token)
+    last = claimed(conn, new_job(conn, "noop"))
+    db.watch_job(listener, job_id=last.id)
+    db.mark_succeeded(conn, job_id=last.id, lease_token=last.lease_token)
+    assert [n.payload for n in listener.notifies(timeout=5, stop_after=1)] == [str(last.id)]
+
+
+def test_watch_job_refuses_a_missing_job_and_a_null_id(conn: psycopg.Connection) -> None:
+    before = rows(conn, "select * from job_waiters")
+    with pytest.raises(psycopg.Error) as missing:
+        db.watch_job(conn, job_id=uuid.uuid4())
+    assert missing.value.sqlstate == "QN404" and "does not exist" in str(missing.value)
+    for fn in ("watch_job", "unwatch_job"):
+        with pytest.raises(psycopg.Error) as null:
+            conn.execute(f"select {fn}(null)")
+        assert null.value.sqlstate == "QV400" and "job id" in str(null.value)
+    assert rows(conn, "select * from job_waiters") == before
+
+
+def test_watch_job_of_a_ready_job_does_not_hide_it_from_a_claim(conn: psycopg.Connection, connect) -> None:
+    """A client starts waiting right after its enqueue, when workers race to claim the job: claims skip
+    locked rows, so the watch must lock nothing a claim reads."""
+    job = new_job(conn, "noop")
+    waiter = connect(autocommit=False)
+    assert db.watch_job(waiter, job_id=job.id) == "pending"  # its transaction still open
+    got = db.claim_job(conn, worker_id="w1")
+    assert got is not None and got.id == job.id
+    waiter.commit()
+
+
+def test_watch_job_during_a_completion_waits_for_it_and_sees_the_end(conn: psycopg.Connection, connect) -> None:
+    """The race a conditional notification must not lose: a waiter that registers while a completion is
+    under way. watch_job waits for the completion's row lock, so it answers with the end."""
+    job = claimed(conn, new_job(conn, "noop"))
+    marker, waiter, observer = connect(autocommit=False), connect(), connect()
+    db.mark_succeeded(marker, job_id=job.id, lease_token=job.lease_token)  # not committed yet
+    pid = one(waiter, "select pg_backend_pid() as pid")["pid"]
+    answer: list[str] = []
+    thread = threading.Thread(target=lambda: answer.append(db.watch_job(waiter, job_id=job.id)))
+    thread.start()
+    deadline = time.monotonic() + 10
+    while marker.info.backend_pid not in one(observer, "select pg_blocking_pids(%s) as pids", [pid])["pids"]:
+        assert thread.is_alive() and time.monotonic() < deadline, "watch_job did not wait for the completion"
+    marker.commit()
+    thread.join(10)
+    assert answer == ["succeeded"]
