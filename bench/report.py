@@ -129,6 +129,13 @@ def verdicts(r: Results) -> list[Verdict]:
         _ratio_target(r, "enqueue_job: ≥ 80 % of a raw single insert", "fn.enqueue_job", "raw.insert.single", 0.80),
         _ratio_target(r, "HTTP API: ≥ 50 % of enqueue_job", "api.enqueue", "fn.enqueue_job", 0.50),
     ]
+    idle = r.rows.get("idle.listen.claims_per_s")
+    if idle and idle.values:
+        out.append(Verdict(f"Idle pool, {p} workers listening: no claim while nothing is enqueued",
+                           f"{idle.median:.2f} claims/s (max {max(idle.values):.2f})", "0 claims", max(idle.values) == 0,
+                           "" if max(idle.values) == 0 else f"{max(idle.values):.2f} claims/s too many"))
+    else:
+        out.append(Verdict("Idle pool: no claim while nothing is enqueued", "not measured", "0 claims", None, ""))
     if "depth.large.batch" in r.rows:
         out.append(_ratio_target(r, "Depth, claiming as a worker with free slots does (claim_jobs): the same ≥ 80 %",
                                  "depth.large.batch", "depth.small.batch", 0.80))

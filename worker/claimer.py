@@ -53,20 +53,24 @@ class Claimer:
         self.dispatch = dispatch        # hands a started job to an executor
         self.on_lease = on_lease        # told the lease each claim granted (the heartbeat adapts)
         self.stopping = stopping
+        self.found_nothing = False      # the last claim() asked for jobs and got none
 
     def claim(self) -> list[Running]:
         """Claims for the free slots and starts each job. Returns the started jobs. Database errors
-        are raised; jobs claimed before one are started."""
+        are raised; jobs claimed before one are started. found_nothing: this call asked and got no job."""
         started: list[Running] = []
+        self.found_nothing = False
         if self.batch:
             free = self.slots.free_count()
             if free > 0 and not self.stopping():
                 for job in self.run(lambda conn: self.request.claim_many(conn, free)):
                     started.append(self.start(job))
+                self.found_nothing = not started
             return started
         while self.slots.free_count() > 0 and not self.stopping():
             job = self.run(self.request.claim_one)
             if job is None:
+                self.found_nothing = not started
                 break
             started.append(self.start(job))
         return started

@@ -54,6 +54,12 @@ class Listener:
         self._backoff = Backoff()
         self.due = wake if isinstance(wake, Wakeup) else None  # None: times for later are not kept
 
+    def connected(self) -> bool:
+        """Notifications reach this worker now: its LISTEN connection is open (a lost one is reopened
+        by poll(), which then wakes the main loop once)."""
+        conn = self.conn
+        return conn is not None and not conn.closed
+
     def wanted(self, payload: str) -> bool:
         """Does a notification with this payload concern this worker?"""
         return not self.queues or payload == "*" or payload in self.queues

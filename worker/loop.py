@@ -138,7 +138,13 @@ class MainLoop:
         self, settings: Settings, claimer: Claimer, sweeper: Sweeper, database: Database, log: Log, *,
         wake: threading.Event | Wakeup, stopping: threading.Event, clock: Callable[[], float] = time.monotonic,
         alive: Callable[[], None] = lambda: None, pruner: Pruner | None = None,
+        listening: Callable[[], bool] = lambda: False,
     ) -> None:
+        # Whether notifications reach this worker now (its LISTEN connection is up). While they do, a
+        # worker whose last claim found nothing does not poll: a notification, a due time it heard of, or
+        # the sweep's safety net wakes it (docs/worker.md, "When a worker claims").
+        self.listening = listening
+        self.polling = True             # the current wait ends at the poll interval at the latest
         self.pruner = pruner            # None: PRUNE=0, old jobs are kept
         self.alive = alive              # with every sweep: this worker is still here (presence.py)
         self.claimer = claimer
@@ -158,22 +164,31 @@ class MainLoop:
         if self.due is not None and settings.listen:
             self.due.unsure(clock())    # what was enqueued before the LISTEN is asked for in the first round
 
-    def step(self) -> tuple[float, bool]:
-        """One round. Returns how long to wait, and whether it failed (then only a stop cuts the
-        wait short; otherwise any wake-up does)."""
+    def step(self, woken: bool = True) -> tuple[float, bool]:
+        """One round. woken: the wait before it ended by a wake-up (a notification, a freed slot, a due
+        time, a stop), not by its timeout. Returns how long to wait, and whether it failed (then only a
+        stop cuts the wait short; otherwise any wake-up does).
+
+        A round whose wait timed out without a poll (the worker found nothing, and listens) came for the
+        sweep alone: it sweeps and prunes, and claims nothing."""
         op = "sweep"
+        quiet = not woken and not self.polling and not (self.due is not None and self.due.needs_asking(self.clock()))
         try:
             if self.clock() >= self.next_sweep:
                 self.sweeper.sweep()
                 self.alive()
                 self.next_sweep = self.clock() + self.sweep_s
             op = "claim"
-            # Clear before counting free slots: a slot freed from here on sets the event again.
-            self.wake.clear()
-            if self.due is not None:
-                self.due.take_due(self.clock())  # this round's claim takes the jobs that came due
+            if not quiet:
+                # Clear before counting free slots: a slot freed from here on sets the event again. A
+                # quiet round claims nothing, so it clears nothing: a wake-up heard meanwhile (the sweep's
+                # own notification) ends the next wait at once.
+                self.wake.clear()
+                if self.due is not None:
+                    self.due.take_due(self.clock())  # this round's claim takes the jobs that came due
             if not self.stopping.is_set():
-                self.claimer.claim()
+                if not quiet:
+                    self.claimer.claim()
                 # After the claim (a job due now is claimed, not asked about): one question when this
                 # worker may have missed a due time, never on a plain idle round.
                 if self.ask and self.due is not None and self.due.needs_asking(self.clock()):
@@ -193,6 +208,7 @@ class MainLoop:
                 self.database.db_error(op, exc, delay)
             else:
                 self.log("error", f"{op}: {describe(exc)}; retrying in {delay:.1f}s")
+            self.polling = True  # the round after a failure claims, whatever ends its wait
             return delay, True
         return self.next_wait(), False
 
@@ -214,18 +230,27 @@ class MainLoop:
 
     def next_wait(self) -> float:
         """How long the round's wait may last: the poll interval, the next sweep or the earliest known due
-        time, whichever comes first (a wake-up by a notification or a freed slot may end it sooner)."""
+        time, whichever comes first (a wake-up by a notification or a freed slot may end it sooner). No
+        poll while the worker listens and its last claim found nothing; then the time from which it may
+        have missed a due time (horizon) ends the wait too, so the round asks next_run_at."""
         now = self.clock()
-        wait = min(self.poll_s, self.next_sweep - now)
+        wait = self.next_sweep - now
+        self.polling = not (getattr(self.claimer, "found_nothing", False) and self.listening())
+        if self.polling:
+            wait = min(wait, self.poll_s)
         earliest = self.due.earliest() if self.due is not None else None
         if earliest is not None:
             wait = min(wait, earliest - now)
+        horizon = self.due.horizon if self.due is not None else None
+        if horizon is not None and self.ask and not self.polling:
+            wait = min(wait, horizon - now)  # the time from which it may have missed a due time: ask then
         return max(0.0, wait)
 
     def run(self) -> None:
+        woken = True
         while not self.stopping.is_set():
             try:
-                wait, failed = self.step()
+                wait, failed = self.step(woken)
             except WorkerExiting:
                 return
-            (self.stopping if failed else self.wake).wait(wait)
+            woken = (self.stopping if failed else self.wake).wait(wait)

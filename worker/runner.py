@@ -64,9 +64,11 @@ class Worker:
                                on_lease=self.heartbeat.adopt, stopping=self.stopping.is_set)
         self.sweeper = Sweeper(self.slots, self.log, self.database.once)
         self.presence = Presence(s, self.registry, self.database.once)
+        self.listener: Listener | None = None   # with WORKER_LISTEN, from run() on
         self.loop = MainLoop(s, self.claimer, self.sweeper, self.database, self.log,
                              wake=self.wake, stopping=self.stopping, alive=self.presence.alive,
-                             pruner=Pruner(s, self.log, self.database.once) if s.prune else None)
+                             pruner=Pruner(s, self.log, self.database.once) if s.prune else None,
+                             listening=lambda: self.listener is not None and self.listener.connected())
         # Periodic jobs (scheduler.py): the code's schedules registered at start; its own thread, in every
         # worker unless SCHEDULER=0.
         self.scheduler = Scheduler(self.registry, self.log, self.database.once)
@@ -98,9 +100,9 @@ class Worker:
         if self.settings.batch_mark:
             self._thread("recorder", lambda: self.recorder.loop(self.exiting))
         if self.settings.listen:
-            listener = Listener(lambda: self.database.connect("listen"), self.settings.queues, self.wake,
-                                self.log, self.exiting, conn=listen_conn, on_db_error=self.database.db_error)
-            self._thread("listener", listener.loop)
+            self.listener = Listener(lambda: self.database.connect("listen"), self.settings.queues, self.wake,
+                                     self.log, self.exiting, conn=listen_conn, on_db_error=self.database.db_error)
+            self._thread("listener", self.listener.loop)
         for n in range(self.settings.concurrency):
             self._thread(f"exec-{n + 1}", lambda: self.executor.loop(self.tasks))
         try:

@@ -3,6 +3,7 @@
 -- Skips paused queues, takes from a queue with max_running at most what keeps it at or under that many
 -- processing jobs, and from a queue with jobs_per_second at most the whole tokens of its bucket (refilled by
 -- the rate × the time since its last refill as of p_now, up to greatest(1, rate)), spending one per job.
+-- When a bucket holds back ready jobs, notifies pgqw_jobs_at with the ms until its next token and the queue.
 -- Returns the claimed rows with their lease tokens. Raises QV400 (bad worker id, limit, lease, queues,
 -- types, now).
 create or replace function claim_jobs_at(
@@ -35,6 +36,12 @@ declare
     -- The rated queues this claim may take from, and their buckets refilled as of p_now.
     v_rated text[] := '{}';
     v_rated_tokens numeric[] := '{}';
+    -- Every rated queue whose limit let this claim take from it, with its bucket as of p_now and its rate:
+    -- if the bucket holds back ready jobs, the time of its next token is announced (below).
+    v_buckets text[] := '{}';
+    v_bucket_tokens numeric[] := '{}';
+    v_bucket_rates numeric[] := '{}';
+    v_left numeric;
 begin
     if p_worker_id is null or p_worker_id !~ '\S' or length(p_worker_id) > 200 then
         raise exception using errcode = 'QV400',
@@ -111,6 +118,11 @@ begin
                                   coalesce(v_queue.rate_tokens, greatest(1, v_queue.jobs_per_second))
                                   + v_queue.jobs_per_second * greatest(0, extract(epoch from
                                         p_now - coalesce(v_queue.rate_refilled_at, p_now))));
+                if v_slots >= 1 then
+                    v_buckets := v_buckets || v_queue.name::text;
+                    v_bucket_tokens := v_bucket_tokens || v_tokens;
+                    v_bucket_rates := v_bucket_rates || v_queue.jobs_per_second;
+                end if;
                 v_slots := least(v_slots, floor(v_tokens));
             end if;
             continue when v_slots < 1;
@@ -158,6 +170,23 @@ begin
                                            where r.id = any (v_ids) and r.queue = t.name) as taken
                   from unnest(v_rated, v_rated_tokens) as t(name, tokens)) b
          where q.name = b.name and b.taken > 0;
+        -- A bucket that held back ready jobs (less than one token left, jobs of the queue still ready that
+        -- this claim could take): when its next token comes is announced on pgqw_jobs_at, as a job for later
+        -- is, so a listening worker that found nothing (it does not poll) claims then, on time.
+        for i in 1 .. cardinality(v_buckets) loop
+            v_left := v_bucket_tokens[i] - (select count(*) from jobs r where r.id = any (v_ids) and r.queue = v_buckets[i]);
+            if v_left < 1 and exists (
+                select 1 from jobs r
+                 where r.status in ('pending', 'failed')
+                   and r.run_at <= p_now
+                   and r.attempts < r.max_attempts
+                   and r.queue = v_buckets[i]
+                   and (p_task_types is null or r.type = any (p_task_types))
+                   and not r.id = any (v_ids)) then
+                perform pg_notify('pgqw_jobs_at',
+                                  greatest(1, ceil((1 - v_left) / v_bucket_rates[i] * 1000))::bigint || ' ' || v_buckets[i]);
+            end if;
+        end loop;
     end if;
 
     return query

@@ -1,8 +1,8 @@
 -- set_queue_rate: at most p_jobs_per_second of the queue's jobs started per second, across all workers
 -- (claim_jobs_at enforces it with a bucket of greatest(1, rate) tokens); null removes the rate. A new rate
--- starts with a full bucket; a changed one keeps what its bucket held, up to the new size. Returns the
--- queue's row. Raises QV400 (null, blank or over-long name; a rate that is NaN, not above 0, above
--- 1000000 or with more than 6 decimal places).
+-- starts with a full bucket; a changed one keeps what its bucket held, up to the new size. Notifies pgqw_jobs
+-- with the queue. Returns the queue's row. Raises QV400 (null, blank or over-long name; a rate that is NaN,
+-- not above 0, above 1000000 or with more than 6 decimal places).
 create or replace function set_queue_rate(
     p_queue            text,
     p_jobs_per_second  numeric
@@ -35,6 +35,9 @@ begin
                              left(p_jobs_per_second::text, 40));
     end if;
     -- The bucket: refilled at the old rate up to now (as claim_jobs_at would), then held to the new size.
+    -- Waiting jobs the old limit or rate held back may start now: a listening worker that found
+    -- nothing does not poll, so it is woken.
+    perform pg_notify('pgqw_jobs', p_queue);
     return query
     insert into queues as q (name, jobs_per_second, rate_tokens, rate_refilled_at, updated_at)
     values (p_queue, p_jobs_per_second,

@@ -1,7 +1,9 @@
 -- sweep_stuck_at: sweep_stuck as if the time were p_now (the owner's test clock and repairs; no role may execute
 -- it): recovers the processing jobs whose lease expired before p_now (→ pending with tries left, else → dead;
 -- last_error names the worker; its attempt abandoned; locked rows skipped; a job asked to cancel → cancelled).
--- Returns one row per swept job. QV400.
+-- Notifies pgqw_jobs ('*') when it swept a job, or when a job has been ready for a second or more (a queue
+-- neither paused, limited nor rated): listening workers that found nothing do not poll. Returns one row per
+-- swept job. QV400.
 create or replace function sweep_stuck_at(
     p_now  timestamptz
 ) returns table (job_id uuid, attempt integer, worker_id text, status text, lease_expired_at timestamptz)
@@ -67,6 +69,18 @@ begin
         if exists (select 1 from job_waiters) then  -- watch_job
             perform pg_notify('pgqw_finished', '*');
         end if;
+    elsif exists (select 1 from jobs r
+                   where r.status in ('pending', 'failed')
+                     and r.run_at <= p_now - interval '1 second'
+                     and r.attempts < r.max_attempts
+                     and not exists (select 1 from queues q
+                                      where q.name = r.queue
+                                        and (q.paused or q.max_running is not null or q.jobs_per_second is not null))) then
+        -- The safety net for listening workers, which stop polling once a claim found nothing: a job ready
+        -- for a second or more that no claim took (the claim that locked it rolled back, a row written by
+        -- hand) wakes them. Paused, limited and rated queues have wake-ups of their own (resume_queue, a
+        -- freed slot, the next token).
+        perform pg_notify('pgqw_jobs', '*');
     end if;
 end;
 $$;

@@ -71,3 +71,67 @@ def test_loop_backs_off_after_a_failed_round(conn: psycopg.Connection, error: Ex
         assert [e[0] for e in database.errors] == ["claim", "claim"] and database.checks == 2
     else:
         assert out.lines(event)[0] == text
+
+
+class Finding(Counting):
+    """A claimer whose claims find `found` jobs (0: nothing), as Claimer.found_nothing reports it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found = 0
+        self.found_nothing = False
+
+    def claim(self) -> list:
+        self.calls += 1
+        self.found_nothing = self.found == 0
+        return [object()] * self.found
+
+
+def _listening_loop(conn: psycopg.Connection, now: list[float], claimer: Counting, listening: list[bool]):
+    worker_log, _ = log()
+    wake = threading.Event()
+    loop = MainLoop(settings(poll_interval_ms=1000, sweep_interval_ms=10_000), claimer, Counting(), Direct(conn),
+                    worker_log, wake=wake, stopping=threading.Event(), clock=lambda: now[0],
+                    listening=lambda: listening[0])
+    return loop, wake
+
+
+def test_loop_listening_stops_polling_once_a_claim_found_nothing(conn: psycopg.Connection) -> None:
+    now, listening = [0.0], [True]
+    claimer = Finding()
+    claimer.found = 3
+    loop, _ = _listening_loop(conn, now, claimer, listening)
+    assert loop.step() == (1.0, False)  # it found jobs: the poll interval
+    claimer.found = 0
+    assert loop.step() == (10.0, False)  # it found nothing: only the sweep ends the wait
+    # The wait timed out at the sweep: the round sweeps and claims nothing.
+    now[0] = 10.0
+    calls = claimer.calls
+    loop.step(woken=False)
+    assert claimer.calls == calls and loop.sweeper.calls == 1
+    # A wake-up (a notification, a freed slot) claims as before.
+    loop.step(woken=True)
+    assert claimer.calls == calls + 1
+
+
+def test_loop_polls_when_not_listening_or_the_listen_connection_is_down(conn: psycopg.Connection) -> None:
+    now, listening = [0.0], [False]
+    claimer = Finding()
+    loop, _ = _listening_loop(conn, now, claimer, listening)
+    assert loop.step() == (1.0, False)  # found nothing, but no notification would come: poll
+    now[0] = 1.0
+    loop.step(woken=False)  # the poll's timeout: a claim
+    assert claimer.calls == 2
+    listening[0] = True
+    assert loop.step()[0] == 9.0  # listening again: the sweep at 10 s ends the wait
+
+
+def test_loop_quiet_round_keeps_a_wake_up_heard_during_its_sweep(conn: psycopg.Connection) -> None:
+    now = [0.0]
+    claimer = Finding()
+    loop, wake = _listening_loop(conn, now, claimer, [True])
+    loop.step()
+    now[0] = 10.0
+    loop.sweeper.sweep = lambda: wake.set() or []  # the sweep's notification arrives during the round
+    loop.step(woken=False)
+    assert wake.is_set()  # the next wait ends at once, and that round claims

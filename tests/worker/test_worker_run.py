@@ -4,6 +4,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -169,6 +170,35 @@ def test_worker_listen_starts_job_long_before_poll(conn, start_worker, until_all
         delays.append(_start_delay(conn, job.id))
         time.sleep(0.3)  # idle again: the claim after the last success has been made
     assert max(delays) < 0.25, delays
+
+
+def _claim_calls(conn: psycopg.Connection) -> int:
+    """Calls of claim_job and claim_jobs in this database, as the server counts them (track_functions).
+    A backend reports its counts within about a second of its last call."""
+    found = rows(conn, "select coalesce(sum(calls), 0) as n from pg_stat_user_functions"
+                       " where funcname in ('claim_job', 'claim_jobs')")
+    return int(found[0]["n"])
+
+
+def test_worker_idle_and_listening_makes_no_claims_until_a_job_comes(conn, start_worker, until_all) -> None:
+    conn.execute(f'alter database "{conn.info.dbname}" set track_functions = \'pl\'')  # for sessions from now on
+    worker = start_worker("idle", env={"POLL_INTERVAL_MS": "100", "SWEEP_INTERVAL_MS": "300"})
+    time.sleep(1.5)  # the startup claim is made and its count reported
+    before = _claim_calls(conn)
+    assert before >= 1
+    time.sleep(2.5)  # polling every 100 ms would claim about 25 times meanwhile (it sweeps 8 times)
+    assert _claim_calls(conn) == before
+    job = enqueue(conn)  # the notification wakes it
+    until_all([job.id], "succeeded", timeout=5)
+    assert len(worker.lines("success")) == 1
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(10) == 0
+    # The same measure sees a worker that polls: the counts above could have moved.
+    start_worker("poller", env={"WORKER_LISTEN": "0", "POLL_INTERVAL_MS": "100"})
+    time.sleep(1.5)
+    polled = _claim_calls(conn)
+    time.sleep(1.5)
+    assert _claim_calls(conn) >= polled + 5
 
 
 def test_worker_listen_off_polls_without_listening(conn, start_worker, until_all) -> None:

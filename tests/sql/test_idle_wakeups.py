@@ -1,0 +1,105 @@
+"""The wake-ups that let a listening worker stop polling once a claim found nothing: every way a job
+becomes claimable without an enqueue notifies pgqw_jobs or pgqw_jobs_at, and a queue with nothing to
+claim notifies nobody.
+
+Each test LISTENs on a real connection and acts on another. What arrived is read up to a sentinel the
+acting connection sends last (notifications of one session arrive in commit order), so "nothing else"
+is checked without waiting for a timeout."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import psycopg
+
+from pgqw import db
+from pgqw.worker.listener import parse_due
+from tests.helpers import enqueue, one
+
+SENTINEL = "-- sentinel --"
+
+
+def _listener(connect) -> psycopg.Connection:
+    listener = connect()
+    db.listen(listener)
+    return listener
+
+
+def _heard(listener: psycopg.Connection, writer: psycopg.Connection) -> list[tuple[str, str]]:
+    """Every notification sent before now, in order (the writer's sentinel ends the read)."""
+    writer.execute("select pg_notify('pgqw_jobs', %s)", [SENTINEL])
+    heard = []
+    for note in listener.notifies(timeout=10):
+        if note.payload == SENTINEL:
+            return heard
+        heard.append((note.channel, note.payload))
+    raise AssertionError(f"the sentinel never came; heard {heard}")
+
+
+def _claimed(conn: psycopg.Connection, queue: str = "default") -> db.ClaimedJob:
+    enqueue(conn, queue=queue)
+    job = db.claim_job(conn, worker_id="w1", queues=[queue])
+    assert job is not None
+    return job
+
+
+def test_sweep_wakes_workers_for_a_job_ready_a_second_that_no_claim_took(conn: psycopg.Connection, connect) -> None:
+    listener = _listener(connect)
+    db.sweep_stuck_at(conn, now=one(conn, "select now() + interval '1 hour' as t")["t"])
+    assert _heard(listener, conn) == []  # nothing ready: nobody is woken
+    job = enqueue(conn)
+    assert _heard(listener, conn) == [("pgqw_jobs", "default")]  # the enqueue's own
+    db.sweep_stuck_at(conn, now=job.run_at + timedelta(milliseconds=900))
+    assert _heard(listener, conn) == []  # ready for less than a second: the enqueue's wake-up is enough
+    db.sweep_stuck_at(conn, now=job.run_at + timedelta(seconds=1))
+    assert _heard(listener, conn) == [("pgqw_jobs", "*")]  # still waiting: the safety net
+
+
+def test_sweep_leaves_paused_limited_and_rated_queues_to_their_own_wake_ups(conn: psycopg.Connection, connect) -> None:
+    for queue in ("paused", "limited", "rated"):
+        enqueue(conn, queue=queue)
+    db.pause_queue(conn, queue="paused")
+    db.set_queue_limit(conn, queue="limited", max_running=1)
+    db.set_queue_rate(conn, queue="rated", jobs_per_second=1)
+    listener = _listener(connect)
+    db.sweep_stuck_at(conn, now=one(conn, "select now() + interval '1 hour' as t")["t"])
+    assert _heard(listener, conn) == []
+
+
+def test_set_queue_limit_and_rate_wake_the_queue(conn: psycopg.Connection, connect) -> None:
+    listener = _listener(connect)
+    db.set_queue_limit(conn, queue="reports", max_running=2)
+    db.set_queue_rate(conn, queue="reports", jobs_per_second=5)
+    db.set_queue_limit(conn, queue="reports", max_running=None)
+    assert _heard(listener, conn) == [("pgqw_jobs", "reports")] * 3
+
+
+def test_a_limited_queue_is_woken_when_one_of_its_jobs_ends(conn: psycopg.Connection, connect) -> None:
+    db.set_queue_limit(conn, queue="limited", max_running=5)
+    done, failed, batch = (_claimed(conn, "limited") for _ in range(3))
+    free = _claimed(conn)  # a queue without a limit: its completions wake nobody
+    listener = _listener(connect)
+    db.mark_succeeded(conn, job_id=done.id, lease_token=done.lease_token)
+    db.mark_failed(conn, job_id=failed.id, lease_token=failed.lease_token, error="bad", retryable=False)
+    db.mark_jobs_succeeded(conn, done=[(batch.id, batch.lease_token)])
+    db.mark_succeeded(conn, job_id=free.id, lease_token=free.lease_token)
+    assert _heard(listener, conn) == [("pgqw_jobs", "limited")] * 3
+
+
+def test_a_rated_claim_announces_the_next_token_when_its_bucket_held_jobs_back(conn: psycopg.Connection,
+                                                                              connect) -> None:
+    db.set_queue_rate(conn, queue="rated", jobs_per_second=2)  # a bucket of 2 tokens, one every 500 ms
+    for _ in range(3):
+        enqueue(conn, queue="rated")
+    listener = _listener(connect)
+    now = one(conn, "select now() as t")["t"]
+    claimed = conn.execute("select id from claim_jobs_at(%s, 'w1', 10)", [now]).fetchall()
+    assert len(claimed) == 2
+    (channel, payload), = _heard(listener, conn)
+    parsed = parse_due(payload)
+    assert channel == "pgqw_jobs_at" and parsed is not None
+    ms, more, queue = parsed
+    assert (queue, more) == ("rated", False) and 1 <= ms <= 500
+    # The third job taken with the next token: nothing is held back any more, nothing announced.
+    later = conn.execute("select id from claim_jobs_at(%s, 'w1', 10)", [now + timedelta(milliseconds=500)]).fetchall()
+    assert len(later) == 1
+    assert _heard(listener, conn) == []
