@@ -1,9 +1,7 @@
 -- mark_cancelled: processing → cancelled for the attempt whose lease token this is, when a cancel was requested
--- (cancel_job); its job_attempts row becomes cancelled; notifies pgqw_finished if watched. A queue with max_running
--- gets a slot back: notifies pgqw_jobs with the queue (listening workers that found nothing do not poll).
--- Returns the job and already_recorded (true: this attempt had already ended cancelled). Raises QV400, QN404,
--- QL409 (the token does not hold the job),
--- QS409 (no cancel was requested).
+-- (cancel_job); its job_attempts row becomes cancelled; notifies pgqw_finished if watched. Returns the job and
+-- already_recorded (true: this attempt had already ended cancelled). Raises QV400, QN404, QL409 (the token does
+-- not hold the job), QS409 (no cancel was requested).
 create or replace function mark_cancelled(
     p_job_id       uuid,
     p_lease_token  uuid
@@ -55,11 +53,6 @@ begin
            set outcome = 'cancelled', finished_at = greatest(now(), a.started_at),
                error = format('cancelled on request (asked at %s)', v_requested_at)
          where a.job_id = p_job_id and a.attempt = v_attempt;
-        -- A limited queue (max_running) has a free slot now: wake its listening workers (one that found nothing
-        -- does not poll).
-        if exists (select 1 from queues q where q.name = v_job.queue and q.max_running is not null) then
-            perform pg_notify('pgqw_jobs', v_job.queue);
-        end if;
         if exists (select 1 from job_waiters w where w.job_id = p_job_id) then  -- watch_job
             perform pg_notify('pgqw_finished', p_job_id::text);
         end if;

@@ -3,8 +3,6 @@
 -- queue when it is due at once) or → dead (notifies pgqw_finished if watched), for the attempt whose lease
 -- token this is; its job_attempts row becomes failed with p_error (cut to 10,000 characters). A job asked to cancel
 -- (cancel_job) ends cancelled instead (notifies pgqw_finished if watched), its attempt cancelled with p_error.
--- A queue with max_running gets a slot back: notifies pgqw_jobs with the queue (listening workers that found
--- nothing do not poll).
 -- Returns the job and already_recorded (true: this attempt had already failed with this error, nothing changed).
 -- Raises QV400 (bad argument), QN404 (no such job), QL409 (the token does not hold the job).
 create or replace function mark_failed(
@@ -95,11 +93,6 @@ begin
             else
                 perform pg_notify('pgqw_jobs', v_job.queue);
             end if;
-        end if;
-        -- A limited queue (max_running) has a free slot now: wake its listening workers (one that found nothing
-        -- does not poll).
-        if exists (select 1 from queues q where q.name = v_job.queue and q.max_running is not null) then
-            perform pg_notify('pgqw_jobs', v_job.queue);
         end if;
         update job_attempts a
            set outcome = case when v_cancel then 'cancelled' else 'failed' end, error = v_error, finished_at = greatest(now(), a.started_at)

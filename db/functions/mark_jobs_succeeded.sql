@@ -1,8 +1,6 @@
 -- mark_jobs_succeeded: mark_succeeded for many (p_job_ids[i], p_lease_tokens[i]) pairs (processing → succeeded),
 -- each with its JSON result p_results[i] (a JSON array; null or a missing element: no result; a pair listed twice:
 -- its first result); notifies pgqw_finished if one is watched.
--- A queue with max_running gets a slot back: notifies pgqw_jobs with the queue (listening workers that found
--- nothing do not poll).
 -- Returns each job whose attempt succeeded, with already_recorded (true: an earlier call did it); a pair whose
 -- token does not hold its job, or whose job was asked to cancel, is left alone and missing. Raises QV400.
 create or replace function mark_jobs_succeeded(
@@ -100,11 +98,5 @@ begin
     -- Succeeded by an earlier try of this call (its reply was lost). The statement's snapshot is taken
     -- before `recorded` runs, so the attempts recorded just now still show no outcome here.
     select j.*, true from given g join jobs j on j.id = g.job_id where g.outcome = 'succeeded';
-    -- A limited queue (max_running) has free slots now: wake its listening workers (one that found nothing
-    -- does not poll).
-    perform pg_notify('pgqw_jobs', q.name)
-       from queues q
-      where q.max_running is not null
-        and exists (select 1 from jobs j where j.id = any (p_job_ids) and j.queue = q.name);
 end;
 $$;

@@ -1,7 +1,5 @@
 -- mark_succeeded: processing → succeeded for the attempt whose lease token this is, with its result (a JSON value or
 -- bytes of a content type) stored in the same statement; the attempt's row becomes succeeded; notifies pgqw_finished if watched.
--- A queue with max_running gets a slot back: notifies pgqw_jobs with the queue (listening workers that found
--- nothing do not poll).
 -- Returns the job and already_recorded (true: this attempt had already succeeded, nothing changed).
 -- Raises QV400 (bad argument or result), QN404 (no such job), QL409 (the token does not hold the job, or a cancel
 -- was requested: nothing is stored, the job ends cancelled through mark_cancelled, mark_failed or a sweep).
@@ -76,11 +74,6 @@ begin
             if p_result_type is not null then
                 insert into job_results (job_id, content_type, value, data)
                 values (p_job_id, p_result_type, p_result_value, p_result_data);
-            end if;
-            -- A limited queue (max_running) has a free slot now: wake its listening workers (one that found nothing
-            -- does not poll).
-            if exists (select 1 from queues q where q.name = v_job.queue and q.max_running is not null) then
-                perform pg_notify('pgqw_jobs', v_job.queue);
             end if;
             if exists (select 1 from job_waiters w where w.job_id = p_job_id) then  -- watch_job
                 perform pg_notify('pgqw_finished', p_job_id::text);

@@ -2,8 +2,8 @@
 -- it): recovers the processing jobs whose lease expired before p_now (→ pending with tries left, else → dead;
 -- last_error names the worker; its attempt abandoned; locked rows skipped; a job asked to cancel → cancelled).
 -- Notifies pgqw_jobs ('*') when it swept a job, or when a job has been ready for a second or more (a queue
--- neither paused, limited nor rated): listening workers that found nothing do not poll. Returns one row per
--- swept job. QV400.
+-- neither paused, rated nor at its max_running): listening workers that found nothing do not poll. Returns one
+-- row per swept job. QV400.
 create or replace function sweep_stuck_at(
     p_now  timestamptz
 ) returns table (job_id uuid, attempt integer, worker_id text, status text, lease_expired_at timestamptz)
@@ -75,11 +75,15 @@ begin
                      and r.attempts < r.max_attempts
                      and not exists (select 1 from queues q
                                       where q.name = r.queue
-                                        and (q.paused or q.max_running is not null or q.jobs_per_second is not null))) then
+                                        and (q.paused or q.jobs_per_second is not null
+                                             or q.max_running <= (select count(*) from jobs p
+                                                                   where p.queue = q.name and p.status = 'processing')))) then
         -- The safety net for listening workers, which stop polling once a claim found nothing: a job ready
-        -- for a second or more that no claim took (the claim that locked it rolled back, a row written by
-        -- hand) wakes them. Paused, limited and rated queues have wake-ups of their own (resume_queue, a
-        -- freed slot, the next token).
+        -- for a second or more that no claim took wakes them: the claim that locked it rolled back, a row
+        -- was written by hand, or a limited queue (max_running) got a slot back when one of its jobs ended
+        -- (the completions do not look at queues: the worker that ran it claims again at once, and this
+        -- catches a job of a type it does not run). Paused queues wait for resume_queue, rated ones for
+        -- the next token a claim announced, and a limited queue at its limit for a slot.
         perform pg_notify('pgqw_jobs', '*');
     end if;
 end;
