@@ -57,7 +57,7 @@ class Log:
     write and one flush. Lines come out in the order they were logged, as soon as the writer runs. Why: a
     flush is a system call, and CPython lets other threads take the interpreter lock during it; the main
     loop, logging a `start` line per claimed job, then waited behind the executor threads on every line
-    and claimed smaller batches (docs/benchmarks.md, "The worker's log lines"). close() writes what is
+    and claimed smaller batches (docs/benchmarks.md, "The worker runtime"). close() writes what is
     left and stops the writer."""
 
     def __init__(self, worker_id: str, out: TextIO | None = None,
