@@ -532,31 +532,39 @@ def _empty_rep(ctx: Context, conn: psycopg.Connection, ours: bool) -> None:
                "raw.empty.after_vacuum")
 
 
+# Long enough for every backend's pending function-call counts to reach pg_stat_user_functions.
+STATS_REPORTED_S = 11.0
+
+
 def _idle_rep(ctx: Context, conn: psycopg.Connection, listen: bool, rep: int) -> None:
     """The largest pool of workers, started and idle with nothing enqueued: the claims they make and
-    the server's CPU over latency_seconds (after their startup claims are made and counted: a backend
-    reports its function calls within about a second)."""
+    the server's CPU over latency_seconds.
+
+    A backend reports its function calls at most once a second; calls made within a second of its
+    last report wait for its idle timer, ten seconds in PostgreSQL 15. So the count starts once the
+    startup claims have surely been reported and ends once the window's have, and the rate is over
+    the whole span between the two readings."""
     s = ctx.sizes
     procs, mode = max(s.procs), "listen" if listen else "poll"
     reset_queue(conn)
     server = ServerCpu(conn)
     with Workers(ctx, procs, tag=f"bench-idle-{mode}-r{rep + 1}", batch_claim=True, listen=listen) as workers:
-        time.sleep(1.5)
-        calls0 = function_calls(conn)
+        time.sleep(STATS_REPORTED_S)
+        calls0, t0 = function_calls(conn), time.monotonic()
         window = CpuWindow(server).start()
         time.sleep(s.latency_seconds)
         cpu = window.stop()
         workers.check()
-        time.sleep(1.2)
-        calls = calls_delta(calls0, function_calls(conn))
+        time.sleep(STATS_REPORTED_S)
+        calls, span = calls_delta(calls0, function_calls(conn)), time.monotonic() - t0
     claims = sum(v["calls"] for k, v in calls.items() if k in ("claim_job", "claim_jobs"))
     label = f"{procs} idle pgqw workers, {'LISTEN' if listen else f'polling only ({s.poll_interval_ms} ms)'}"
     ctx.results.add(f"idle.{mode}.claims_per_s", "empty", f"{label}: claims per second, nothing enqueued",
-                    "claims/s", claims / cpu["wall_s"], better="lower")
+                    "claims/s", claims / span, better="lower")
     if "server_cpu_s" in cpu:
         ctx.results.add(f"idle.{mode}.server_ms_per_s", "empty", f"{label}: server CPU per second",
                         "ms/s", cpu["server_cpu_s"] * 1000 / cpu["wall_s"], better="lower")
-    ctx.log(f"idle {mode} rep {rep + 1}: {claims:.0f} claims in {cpu['wall_s']:.1f} s, server CPU "
+    ctx.log(f"idle {mode} rep {rep + 1}: {claims:.0f} claims in {span:.1f} s, server CPU "
             f"{cpu.get('server_cpu_s', 0) * 1000:.1f} ms")
 
 
