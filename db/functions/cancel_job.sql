@@ -5,10 +5,10 @@
 create or replace function cancel_job(
     p_job_id  uuid
 ) returns table (
-    id uuid, type text, payload jsonb, status text, attempts integer, max_attempts integer,
+    id uuid, type job_type, payload job_payload, status job_status, attempts integer, max_attempts job_max_attempts,
     last_error text, run_at timestamptz, created_at timestamptz, started_at timestamptz,
-    finished_at timestamptz, locked_by text, lease_expires_at timestamptz,
-    idempotency_key text, queue text, priority integer, cancel_requested_at timestamptz
+    finished_at timestamptz, locked_by job_worker_id, lease_expires_at timestamptz,
+    idempotency_key job_idempotency_key, queue job_queue, priority integer, cancel_requested_at timestamptz
 )
 language plpgsql
 security definer

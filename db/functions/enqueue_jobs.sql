@@ -7,10 +7,10 @@
 create or replace function enqueue_jobs(
     p_jobs  jsonb
 ) returns table (
-    id uuid, type text, payload jsonb, status text, attempts integer, max_attempts integer,
+    id uuid, type job_type, payload job_payload, status job_status, attempts integer, max_attempts job_max_attempts,
     last_error text, run_at timestamptz, created_at timestamptz, started_at timestamptz,
-    finished_at timestamptz, locked_by text, lease_expires_at timestamptz,
-    idempotency_key text, queue text, priority integer, created boolean
+    finished_at timestamptz, locked_by job_worker_id, lease_expires_at timestamptz,
+    idempotency_key job_idempotency_key, queue job_queue, priority integer, created boolean
 )
 language plpgsql
 security definer

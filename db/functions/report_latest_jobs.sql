@@ -15,7 +15,7 @@ begin
             message = format('limit must be between 1 and 1000, got %s', coalesce(p_limit::text, 'null'));
     end if;
     return query
-    select j.id, j.type, j.queue, j.status, j.attempts, j.max_attempts, j.locked_by,
+    select j.id, j.type::text, j.queue::text, j.status::text, j.attempts, j.max_attempts::integer, j.locked_by::text,
            j.created_at, j.run_at, j.finished_at, j.last_error
       from jobs j
      order by j.created_at desc, j.id desc

@@ -17,10 +17,10 @@ begin
         raise exception using errcode = 'QN404', message = format('job %s does not exist', p_job_id);
     end if;
     return query
-    select a.attempt, a.worker_id, a.started_at, a.finished_at,
+    select a.attempt::integer, a.worker_id, a.started_at, a.finished_at,
            round(extract(epoch from a.started_at - lag(a.finished_at) over w)::numeric, 3),
            round(extract(epoch from a.finished_at - a.started_at)::numeric, 3),
-           coalesce(a.outcome, 'running'), a.error
+           coalesce(a.outcome::text, 'running'), a.error
       from job_attempts a
      where a.job_id = p_job_id
     window w as (order by a.attempt)

@@ -58,7 +58,7 @@ begin
           from stuck
          where a.job_id = stuck.id and a.attempt = stuck.attempts
     )
-    select stuck.id, stuck.attempts, stuck.locked_by, swept.status, stuck.lease_expires_at
+    select stuck.id, stuck.attempts, stuck.locked_by::text, swept.status::text, stuck.lease_expires_at
       from stuck join swept on swept.id = stuck.id
      order by stuck.lease_expires_at, stuck.id;
 
