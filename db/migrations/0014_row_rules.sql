@@ -24,11 +24,11 @@
 -- A return type cannot change with create or replace: the functions that return jobs' columns are
 -- dropped at the end, and db/functions makes them again with the domain types in the same migrate.
 
-create domain job_type as text;
-create domain job_queue as text;
-create domain job_status as text;
+create domain job_type as text collate "C";
+create domain job_queue as text collate "C";
+create domain job_status as text collate "C";
 create domain job_payload as jsonb;
-create domain job_idempotency_key as text;
+create domain job_idempotency_key as text collate "C";
 create domain job_worker_id as text;
 create domain job_max_attempts as integer;
 create domain attempt_number as integer;
