@@ -34,20 +34,24 @@ from .queue import enqueue_noops
 LOCAL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
-def drain(dsn: str, jobs: int, concurrency: int, batch_claim: bool, procs: int) -> str:
+def drain(dsn: str, jobs: int, concurrency: int, batch_claim: bool, procs: int, sql_dir: Path | None = None,
+          functions: bool = False, env_extra: dict[str, str] | None = None) -> str:
     name = f"pgqw_ab_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(dsn, autocommit=True) as admin:
         admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+        if functions:
+            admin.execute(sql.SQL("alter database {} set track_functions = 'pl'").format(sql.Identifier(name)))
     url = make_conninfo(dsn, dbname=name)
     workers: list[launch.Child] = []
     logs = Path(tempfile.mkdtemp(prefix="pgqw-ab-"))
     try:
-        migrate(url, log=lambda line: None)
+        migrate(url, log=lambda line: None, **({"sql_dir": sql_dir} if sql_dir else {}))
         with psycopg.connect(url, autocommit=True) as conn:
             db.register_task_types(conn, types=[t.registration() for t in tasks.registry])
             env = {"PGQW_TASKS": "pgqw.demo", "WORKER_BATCH_CLAIM": "1" if batch_claim else "0",
                    "WORKER_LISTEN": "1", "WORKER_CONCURRENCY": str(concurrency), "POLL_INTERVAL_MS": "1000",
-                   "SIM_MIN_LATENCY_MS": "0", "SIM_MAX_LATENCY_MS": "0", "SIM_FAILURE_RATE": "0"}
+                   "SIM_MIN_LATENCY_MS": "0", "SIM_MAX_LATENCY_MS": "0", "SIM_FAILURE_RATE": "0",
+                   **(env_extra or {})}
             for i in range(procs):
                 workers.append(launch.start_worker(f"ab-{i + 1}", env=env, database_url=url, cwd=ROOT,
                                                    log=logs / f"ab-{i + 1}.log"))
@@ -66,6 +70,19 @@ def drain(dsn: str, jobs: int, concurrency: int, batch_claim: bool, procs: int) 
             server_s, commits = server.seconds() - server0, database_commits(conn) - commits0
             rate = conn.execute("select count(*) / extract(epoch from max(finished_at) - min(started_at))"
                                 "  from job_attempts").fetchone()[0]
+            calls = ""
+            if functions:
+                # A backend reports its function calls when it ends: stop the workers first. The counts
+                # include the workers' start (registration, first sweep and claim) and their stop.
+                launch.stop_all(workers, timeout=20)
+                workers = []
+                time.sleep(0.5)
+                calls = "".join(
+                    f"\n  {f:22s} {n / jobs:6.3f} calls/job  {total / jobs * 1000:7.1f} µs/job total"
+                    f"  {own / jobs * 1000:7.1f} µs/job self"
+                    for f, n, total, own in conn.execute(
+                        "select funcname, calls, total_time, self_time from pg_stat_user_functions"
+                        " order by self_time desc").fetchall())
     finally:
         launch.stop_all(workers, timeout=20)
         shutil.rmtree(logs, ignore_errors=True)
@@ -73,7 +90,7 @@ def drain(dsn: str, jobs: int, concurrency: int, batch_claim: bool, procs: int) 
             admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
     return (f"concurrency {concurrency}, batch claim {'on' if batch_claim else 'off'}, {procs} proc: "
             f"{float(rate):,.0f} jobs/s, worker CPU {worker_s / jobs * 1000:.3f} ms/job, server CPU "
-            f"{server_s / jobs * 1000:.3f} ms/job, transactions/job {commits / jobs:.2f}")
+            f"{server_s / jobs * 1000:.3f} ms/job, transactions/job {commits / jobs:.2f}{calls}")
 
 
 def main() -> None:
@@ -83,8 +100,15 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=10)
     p.add_argument("--batch-claim", action="store_true")
     p.add_argument("--procs", type=int, default=4)
+    p.add_argument("--sql-dir", type=Path, help="migrate from this db/ folder instead of the checkout's (for an A/B of"
+                                                " the SQL alone: `git archive REV db | tar -x -C /tmp/rev`)")
+    p.add_argument("--functions", action="store_true",
+                   help="also the stored functions' calls and time per job (track_functions), after the workers stop")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="a setting for the workers (WORKER_LOG_JOBS=0, ...); repeatable")
     a = p.parse_args()
-    print(drain(a.dsn, a.jobs, a.concurrency, a.batch_claim, a.procs), flush=True)
+    env = dict(e.split("=", 1) for e in a.env)
+    print(drain(a.dsn, a.jobs, a.concurrency, a.batch_claim, a.procs, a.sql_dir, a.functions, env), flush=True)
 
 
 if __name__ == "__main__":

@@ -513,11 +513,35 @@ def mark_jobs_succeeded(
     with conn.cursor(row_factory=class_row(RecordedJob)) as cur:
         cur.execute(
             "select * from mark_jobs_succeeded(%(ids)s::uuid[], %(tokens)s::uuid[], %(results)s::jsonb)",
-            {"ids": [j for j, _ in done], "tokens": [t for _, t in done],
-             "results": Jsonb(list(results)) if results is not None and any(r is not None for r in results)
-             else None},
-        )
+            _mark_jobs_params(done, results))
         return cur.fetchall()
+
+
+@dataclass
+class Recorded:
+    """mark_jobs_succeeded's answer for one job as the worker reads it: which job, and whether an
+    earlier call had already recorded it."""
+    id: uuid.UUID
+    already_recorded: bool
+
+
+def mark_jobs_succeeded_brief(
+    conn: psycopg.Connection, *, done: Sequence[tuple[uuid.UUID | str, uuid.UUID | str]],
+    results: Sequence[Any] | None = None,
+) -> list[Recorded]:
+    """mark_jobs_succeeded, reading back only each recorded job's id and already_recorded: the worker's
+    form, which spares the server writing out, and the client parsing, every column of every job."""
+    with conn.cursor(row_factory=class_row(Recorded)) as cur:
+        cur.execute(
+            "select id, already_recorded from mark_jobs_succeeded(%(ids)s::uuid[], %(tokens)s::uuid[],"
+            " %(results)s::jsonb)", _mark_jobs_params(done, results))
+        return cur.fetchall()
+
+
+def _mark_jobs_params(done: Sequence[tuple[uuid.UUID | str, uuid.UUID | str]],
+                      results: Sequence[Any] | None) -> dict[str, Any]:
+    return {"ids": [j for j, _ in done], "tokens": [t for _, t in done],
+            "results": Jsonb(list(results)) if results is not None and any(r is not None for r in results) else None}
 
 
 @dataclass

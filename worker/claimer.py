@@ -3,6 +3,9 @@
 One round trip per wake-up with WORKER_BATCH_CLAIM (claim_jobs(limit = free slots)), else claim_job
 once per free slot. What a claim asks for is a ClaimRequest: the worker, its queues and the task types
 it runs, so a job of a type this worker does not know waits for one that does.
+
+The recorder also claims, for the slots its batch of successes frees, in the transaction that records
+them (reserve_after, claim_on): one commit then both ends those attempts and starts the next ones.
 """
 from __future__ import annotations
 
@@ -61,19 +64,44 @@ class Claimer:
         started: list[Running] = []
         self.found_nothing = False
         if self.batch:
-            free = self.slots.free_count()
-            if free > 0 and not self.stopping():
-                for job in self.run(lambda conn: self.request.claim_many(conn, free)):
-                    started.append(self.start(job))
+            free = 0 if self.stopping() else self.slots.reserve(self.slots.cap)
+            if free > 0:
+                try:
+                    for job in self.run(lambda conn: self.request.claim_many(conn, free)):
+                        started.append(self.start(job))
+                finally:
+                    self.slots.unreserve(free - len(started))
                 self.found_nothing = not started
             return started
-        while self.slots.free_count() > 0 and not self.stopping():
-            job = self.run(self.request.claim_one)
+        while not self.stopping() and self.slots.reserve(1):
+            try:
+                job = self.run(self.request.claim_one)
+            except BaseException:
+                self.slots.unreserve(1)
+                raise
             if job is None:
+                self.slots.unreserve(1)
                 self.found_nothing = not started
                 break
             started.append(self.start(job))
         return started
+
+    def reserve_after(self, freeing: int) -> int:
+        """How many jobs a claim made with the successes of `freeing` held jobs may take (reserved: the
+        caller starts them with start() or gives the rest back with slots.unreserve). None while stopping."""
+        return 0 if self.stopping() else self.slots.reserve(self.slots.cap, freeing=freeing)
+
+    def claim_on(self, conn: psycopg.Connection, n: int) -> list[db.ClaimedJob]:
+        """Claims up to n jobs on conn, in the caller's transaction (claim_jobs, or claim_job one at a
+        time without WORKER_BATCH_CLAIM). They are started by start() once that transaction commits."""
+        if n <= 0:
+            return []
+        if self.batch:
+            return self.request.claim_many(conn, n)
+        jobs: list[db.ClaimedJob] = []
+        while len(jobs) < n and (job := self.request.claim_one(conn)) is not None:
+            jobs.append(job)
+        return jobs
 
     def next_due(self, limit: int) -> list[int]:
         """In how many ms (server's clock) the next due times of this worker's jobs come, earliest first,
@@ -81,7 +109,8 @@ class Claimer:
         return [row.due_in_ms for row in self.run(lambda conn: self.request.next_run_at(conn, limit))]
 
     def start(self, job: db.ClaimedJob) -> Running:
-        run, count, peak = self.slots.take(job)
+        """Starts a claimed job in a slot reserved for it."""
+        run, count, peak = self.slots.take(job, reserved=True)
         self.on_lease(run.lease_ms)
         self.log("start", f"{run.tag()}  (running {count}/{self.slots.cap}, peak {peak})")
         self.dispatch(run)

@@ -1,6 +1,7 @@
 """The worker's connections, and the rule for a failed call: a connection error is retried.
 
-Every call is one statement in autocommit mode on a pooled connection (no session state, so
+Every call is one statement in autocommit mode on a pooled connection, but the recorder's one
+transaction of successes and the claim after them (no session state either way, so
 PgBouncer in transaction mode works: PGQW_PGBOUNCER=1, with LISTEN on a direct connection given as
 WORKER_LISTEN_URL, or WORKER_LISTEN=0). `call` retries a transient error (lost
 connection, server restarting, too many connections, pool timeout, serialization failure, deadlock)

@@ -1,6 +1,11 @@
 """Recording results: a success with the handler's result (one, or many with WORKER_BATCH_MARK), a
 failure, or a refusal.
 
+With WORKER_BATCH_MARK the successes waiting are recorded by one mark_jobs_succeeded, and in the same
+transaction the worker claims jobs for the slots they free (claimer.py): one commit ends those attempts
+and starts the next ones, where a claim of its own would be a second commit, and a second wait for it,
+before the slot is busy again.
+
 Each result is a new transaction (the claim committed long before), retried on a connection error
 like every call. The stored function is the judge of what happened: it records the result, answers
 already_recorded when an earlier try of the same call committed but its reply was lost, or refuses a
@@ -19,6 +24,7 @@ import psycopg
 
 from pgqw import db
 from pgqw.config import Settings
+from pgqw.worker.claimer import Claimer
 from pgqw.worker.database import Database, WorkerExiting
 from pgqw.worker.log import Log, clock, first_line, short
 from pgqw.worker.slots import Running, Slots
@@ -66,7 +72,9 @@ Outcome = Union[Succeeded, Failed, Cancelled, Refused]
 
 
 class Recorder:
-    def __init__(self, settings: Settings, slots: Slots, log: Log, database: Database, *, batch: bool) -> None:
+    def __init__(self, settings: Settings, slots: Slots, log: Log, database: Database, *, batch: bool,
+                 claimer: Claimer | None = None) -> None:
+        self.claimer = claimer      # claims for the slots a batch of successes frees; None: it does not
         self.settings = settings
         self.worker_id = settings.worker_id
         self.slots = slots
@@ -106,21 +114,48 @@ class Recorder:
         self.logged_success(run, Succeeded(result).note, elapsed, earlier=after.already_recorded)
 
     def successes(self, batch: list[tuple[Running, Result, float]]) -> None:
-        """One mark_jobs_succeeded for many, with their JSON results. A job missing from its answer
-        is not this attempt's: mark_succeeded alone then gives the reason (and its SQLSTATE)."""
+        """One mark_jobs_succeeded for many, with their JSON results, and with a claimer the claim for the
+        slots they free, in one transaction. A job missing from the answer is not this attempt's:
+        mark_succeeded alone then gives the reason (and its SQLSTATE)."""
+        reserved = 0
+        claimed: list[db.ClaimedJob] = []
+
+        def record(conn: psycopg.Connection) -> list[db.Recorded]:
+            nonlocal reserved, claimed
+            self.slots.unreserve(reserved)  # a retry reserves again
+            reserved, claimed = 0, []
+            with conn.transaction():
+                answered = db.mark_jobs_succeeded_brief(
+                    conn, done=[(r.job.id, r.job.lease_token) for r, _, _ in batch],
+                    results=[res[1] if res is not None else None for _, res, _ in batch])
+                if self.claimer is not None:
+                    reserved = self.claimer.reserve_after(freeing=len(answered))
+                    claimed = self.claimer.claim_on(conn, reserved)
+            return answered
+
         try:
-            answered = self.database.call(f"mark_jobs_succeeded ({len(batch)} jobs)", lambda conn: db.mark_jobs_succeeded(
-                conn, done=[(r.job.id, r.job.lease_token) for r, _, _ in batch],
-                results=[res[1] if res is not None else None for _, res, _ in batch]))
+            answered = self.database.call(f"mark_jobs_succeeded ({len(batch)} jobs)", record)
         except psycopg.Error as exc:
+            self.slots.unreserve(reserved)
             self.log("error", f"mark_jobs_succeeded: {exc.sqlstate} {first_line(exc)}; recording one by one")
-            answered = []
+            answered, reserved, claimed = [], 0, []
+        except BaseException:
+            self.slots.unreserve(reserved)
+            raise
         found = {job.id: job for job in answered}
+        missing = []
         for run, result, elapsed in batch:
             if run.job.id in found:
                 self.logged_success(run, Succeeded(result).note, elapsed, earlier=found[run.job.id].already_recorded)
             else:
-                self.success(run, result, elapsed)
+                missing.append((run, result, elapsed))
+        if claimed:
+            assert self.claimer is not None
+            for job in claimed:
+                self.claimer.start(job)
+        self.slots.unreserve(reserved - len(claimed))
+        for run, result, elapsed in missing:
+            self.success(run, result, elapsed)
 
     def drain(self, timeout: float | None) -> int:
         """Records the successes waiting (up to MARK_BATCH_MAX) with one call, waiting up to timeout

@@ -62,6 +62,8 @@ class Worker:
                                self.slots, self.log,
                                self.database.once, batch=s.batch_claim, dispatch=self.tasks.put,
                                on_lease=self.heartbeat.adopt, stopping=self.stopping.is_set)
+        # The recorder claims for the slots each batch of successes frees, in the transaction that records them.
+        self.recorder.claimer = self.claimer
         self.sweeper = Sweeper(self.slots, self.log, self.database.once)
         self.presence = Presence(s, self.registry, self.database.once)
         self.listener: Listener | None = None   # with WORKER_LISTEN, from run() on

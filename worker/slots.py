@@ -1,7 +1,9 @@
 """The jobs this worker holds, one slot each: the concurrency cap, and what every part reads.
 
 A slot is taken when a job is claimed and freed only after its result is committed (or refused), so
-the attempts one worker has open at once never exceed the cap. Each held job moves through states:
+the attempts one worker has open at once never exceed the cap. A claim first reserves the slots it
+claims for (reserve), so two parts that claim (the main loop, and the recorder claiming for the slots
+its successes free) never take more than the cap between them. Each held job moves through states:
 running → marking (its result is being recorded) or → releasing (handed back at shutdown). All
 changes happen under one lock, and `changed` (a Condition on it) wakes whoever waits for one: the
 heartbeat for a new job, the shutdown for the last one to finish.
@@ -48,13 +50,31 @@ class Slots:
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         self._held: dict[uuid.UUID, Running] = {}
+        self._reserved = 0          # slots promised to a claim under way
         self.peak = 0
         self.counts: Counter[str] = Counter()
 
-    def take(self, job: db.ClaimedJob) -> tuple[Running, int, int]:
-        """A claimed job takes a slot: (its Running, jobs held now, peak)."""
+    def reserve(self, limit: int, *, freeing: int = 0) -> int:
+        """Promises up to limit free slots to a claim, counting `freeing` held slots as free (the jobs
+        whose successes the claim's transaction records). Returns how many; each is then used by
+        take(job, reserved=True) or given back by unreserve()."""
+        with self.lock:
+            n = max(0, min(limit, self.cap - len(self._held) - self._reserved + freeing))
+            self._reserved += n
+            return n
+
+    def unreserve(self, n: int) -> None:
+        """Gives back reserved slots a claim did not use."""
+        if n > 0:
+            with self.lock:
+                self._reserved -= n
+
+    def take(self, job: db.ClaimedJob, *, reserved: bool = False) -> tuple[Running, int, int]:
+        """A claimed job takes a slot (one it reserved, if reserved): (its Running, jobs held now, peak)."""
         run = Running(job=job, started=self.clock(), lease_ms=granted_lease_ms(job))
         with self.changed:
+            if reserved:
+                self._reserved -= 1
             self._held[job.id] = run
             self.peak = max(self.peak, len(self._held))
             self.changed.notify_all()
@@ -79,8 +99,9 @@ class Slots:
             return False
 
     def free_count(self) -> int:
+        """Slots neither held nor reserved."""
         with self.lock:
-            return self.cap - len(self._held)
+            return self.cap - len(self._held) - self._reserved
 
     def held(self, *states: str) -> list[Running]:
         with self.lock:

@@ -5,9 +5,10 @@ import psycopg
 import pytest
 
 from pgqw import db
+from pgqw.worker.claimer import ClaimRequest, Claimer
 from pgqw.worker.recorder import EARLIER_TRY, Failed, Recorder, Refused, Succeeded
-from pgqw.worker.slots import Slots
-from tests.helpers import job_row, rows
+from pgqw.worker.slots import Running, Slots
+from tests.helpers import enqueue, job_row, one, rows
 from tests.worker.parts import Direct, LostReply, claimed, log, settings, steal
 
 
@@ -124,3 +125,62 @@ def test_recorder_batch_records_many_successes_in_one_call(conn: psycopg.Connect
     assert len(success) == 2 and EARLIER_TRY not in success[0] and EARLIER_TRY in success[1]
     assert len(out.lines("ignored late result")) == 1 and slots.free_count() == 3
     assert recorder.drain(timeout=0) == 0
+
+
+def _claiming_recorder(conn: psycopg.Connection, cap: int, *, batch_claim: bool = True, stopping: bool = False):
+    recorder, slots, database, out = _recorder(conn, batch=True, cap=cap)
+    started: list[Running] = []
+    recorder.claimer = Claimer(ClaimRequest("w1"), slots, recorder.log, database.once, batch=batch_claim,
+                               dispatch=started.append, stopping=lambda: stopping)
+    return recorder, slots, database, out, started
+
+
+@pytest.mark.parametrize("batch_claim", [True, False])
+def test_recorder_claims_for_the_slots_its_successes_free_in_their_transaction(conn: psycopg.Connection,
+                                                                               batch_claim: bool) -> None:
+    recorder, slots, database, out, started = _claiming_recorder(conn, 3, batch_claim=batch_claim)
+    runs = [slots.take(claimed(conn))[0] for _ in range(2)]     # 2 of 3 slots held
+    waiting = [enqueue(conn).id for _ in range(4)]
+    for run in runs:
+        recorder.record(run, Succeeded(), 0.1)
+    assert recorder.drain(timeout=0) == 2
+    # The two successes free two slots, the third was free: three jobs claimed, all in one transaction.
+    assert database.ops == ["mark_jobs_succeeded (2 jobs)"]
+    assert [r.job.id for r in started] == waiting[:3] and slots.free_count() == 0 and len(slots.held()) == 3
+    assert {job_row(conn, r.job.id)["status"] for r in runs} == {"succeeded"}
+    assert [job_row(conn, i)["status"] for i in waiting] == ["processing"] * 3 + ["pending"]
+    assert len(out.lines("success")) == 2 and len(out.lines("start")) == 3
+    # The ended attempts' finish and the started ones' start are the same instant: never more than the cap.
+    [(finished,)] = {(a["finished_at"],) for a in rows(conn, "select finished_at from job_attempts where outcome is not null")}
+    assert {a["started_at"] for a in rows(conn, "select started_at from job_attempts where outcome is null")} == {finished}
+    assert one(conn, "select peak_at_once from report_concurrency('w1')")["peak_at_once"] == 3
+
+
+def test_recorder_claims_nothing_for_its_freed_slots_while_stopping(conn: psycopg.Connection) -> None:
+    recorder, slots, database, _, started = _claiming_recorder(conn, 2, stopping=True)
+    run, _, _ = slots.take(claimed(conn))
+    enqueue(conn)
+    recorder.record(run, Succeeded(), 0.1)
+    assert recorder.drain(timeout=0) == 1
+    assert started == [] and slots.free_count() == 2 and job_row(conn, run.job.id)["status"] == "succeeded"
+
+
+def test_recorder_claim_that_fails_undoes_its_successes_too(conn: psycopg.Connection) -> None:
+    """The successes and the claim are one transaction: a claim that fails leaves the jobs held and
+    processing, and they are recorded one by one; no slot stays reserved."""
+    recorder, slots, database, out, started = _claiming_recorder(conn, 2)
+    run, _, _ = slots.take(claimed(conn))
+    enqueue(conn)
+
+    class Broken(ClaimRequest):
+        def claim_many(self, conn: psycopg.Connection, limit: int) -> list[db.ClaimedJob]:
+            conn.execute("select 1 / 0")
+            return []
+
+    recorder.claimer.request = Broken("w1")
+    recorder.record(run, Succeeded(), 0.1)
+    assert recorder.drain(timeout=0) == 1
+    assert out.lines("error")[0].startswith("mark_jobs_succeeded: 22012")
+    assert database.ops == ["mark_jobs_succeeded (1 jobs)", f"mark_succeeded {str(run.job.id)[:8]}"]
+    assert job_row(conn, run.job.id)["status"] == "succeeded" and started == []
+    assert slots.free_count() == 2

@@ -42,3 +42,23 @@ def test_granted_lease_is_what_the_claim_gave(conn: psycopg.Connection) -> None:
     conn.execute("update queue_settings set lease_ms = 4321")
     assert granted_lease_ms(claimed(conn)) == 4321  # the table's lease, as the claim answered it
     assert db.get_queue_settings(conn).lease_ms == 4321
+
+
+def test_slots_reserved_for_a_claim_are_not_free(conn: psycopg.Connection) -> None:
+    slots = Slots(3)
+    held, _, _ = slots.take(claimed(conn))
+    assert slots.reserve(5) == 2 and slots.free_count() == 0  # only what is free, and then none
+    assert slots.reserve(1) == 0                              # a second claimer gets nothing meanwhile
+    slots.take(claimed(conn), reserved=True)
+    slots.unreserve(1)                                        # the claim found one job of the two
+    assert slots.free_count() == 1 and len(slots.held()) == 2
+
+
+def test_slots_reserve_counts_the_slots_a_claim_frees(conn: psycopg.Connection) -> None:
+    slots = Slots(2)
+    a, _, _ = slots.take(claimed(conn))
+    slots.take(claimed(conn))
+    assert slots.reserve(5) == 0
+    assert slots.reserve(5, freeing=1) == 1   # the success recorded in the same transaction frees a's slot
+    slots.free(a)
+    assert slots.free_count() == 0            # freed, but promised to the claim
