@@ -69,9 +69,12 @@ class Executor:
         self.clock = clock
         self.stopping = stopping
         self.async_runner = AsyncRunner()
+        self._loggers: dict[str, logging.Logger] = {}
 
     def context(self, run: Running) -> Context:
-        logger = logging.getLogger(f"pgqw.task.{run.job.type}")
+        logger = self._loggers.get(run.job.type)
+        if logger is None:  # logging.getLogger takes the logging module's lock: once per type
+            logger = self._loggers.setdefault(run.job.type, logging.getLogger(f"pgqw.task.{run.job.type}"))
         return Context(job=run.job, worker_id=self.settings.worker_id,
                        log=logging.LoggerAdapter(logger, {"job": run.tag()}),
                        stop_requested=lambda: run.lost or run.state != "running" or self.stopping(),

@@ -9,6 +9,7 @@ is flagged (`ctx.cancelled`, `ctx.stopping`) and logged once: its attempt will b
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import defaultdict
@@ -37,6 +38,15 @@ class Heartbeat:
         self.clock = clock
         self._leases_seen: set[int] = set()
         self._backoff = Backoff()
+        # While the loop waits: the clock() time its wait ends (inf: no job held, no end); None while it
+        # does not wait (it looks at every held job before it waits again).
+        self._waking_at: float | None = None
+        slots.beat_wanted = self._wanted
+
+    def _wanted(self, run: Running) -> bool:
+        """A job just taken (under the slots' lock) wakes the loop only if its lease is due before the
+        loop would wake anyway: with leases alike, only the first job taken while none was held."""
+        return self._waking_at is not None and self._due(run) < self._waking_at
 
     def interval_s(self, run: Running) -> float:
         """HEARTBEAT_INTERVAL_MS, else a third of the lease the job's claim granted."""
@@ -111,16 +121,21 @@ class Heartbeat:
         return lost
 
     def loop(self, exiting: threading.Event) -> None:
-        """Beats when a lease is due; sleeps on the slots' condition, so a new job is seen at once."""
+        """Beats when a lease is due; sleeps on the slots' `taken` condition, so a new job due sooner
+        than that is seen at once."""
         retry_at: float | None = None
         while not exiting.is_set():
-            with self.slots.changed:
+            with self.slots.taken:
                 if exiting.is_set():  # checked under the lock the exiting process pokes, so never missed
                     return
                 # After a failed heartbeat the leases are overdue: the backoff decides the next try.
                 wait = self.due_in() if retry_at is None else retry_at - self.clock()
                 if wait is None or wait > 0:
-                    self.slots.changed.wait(wait)
+                    self._waking_at = math.inf if wait is None else self.clock() + wait
+                    try:
+                        self.slots.taken.wait(wait)
+                    finally:
+                        self._waking_at = None
                     continue
             try:
                 self.beat()

@@ -19,7 +19,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 def clock(at: datetime | None = None) -> str:
     """16:43:07.167Z"""
-    at = (at or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    at = datetime.now(timezone.utc) if at is None else at.astimezone(timezone.utc)
     return f"{at:%H:%M:%S}.{at.microsecond // 1000:03d}Z"
 
 
@@ -83,8 +83,11 @@ class Log:
             if self._writer is None:
                 self._write(line)
             else:
+                # The writer takes every pending line at once: only the first line of a batch needs to
+                # wake it (a wake-up per line was a thread switch per line).
+                if not self._pending:
+                    self._cond.notify()
                 self._pending.append(line)
-                self._cond.notify()
 
     def start(self) -> None:
         """Lines are written by a thread of their own from now on (until close())."""

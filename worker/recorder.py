@@ -144,9 +144,13 @@ class Recorder:
             raise
         found = {job.id: job for job in answered}
         missing = []
+        # The slots this transaction claimed for need no wake-up of the main loop: a claim of its own would
+        # find them reserved, or the queue empty when the claim here took fewer jobs than it could.
+        claimed_for = reserved > 0
         for run, result, elapsed in batch:
             if run.job.id in found:
-                self.logged_success(run, Succeeded(result).note, elapsed, earlier=found[run.job.id].already_recorded)
+                self.logged_success(run, Succeeded(result).note, elapsed, earlier=found[run.job.id].already_recorded,
+                                    wake=not claimed_for)
             else:
                 missing.append((run, result, elapsed))
         if claimed:
@@ -181,9 +185,10 @@ class Recorder:
         except WorkerExiting:
             return
 
-    def logged_success(self, run: Running, note: str | None, elapsed: float, *, earlier: bool = False) -> None:
+    def logged_success(self, run: Running, note: str | None, elapsed: float, *, earlier: bool = False,
+                       wake: bool = True) -> None:
         self.slots.count("succeeded")
-        count, peak = self.slots.free(run)
+        count, peak = self.slots.free(run, wake=wake)
         said = "; ".join(t for t in (note, EARLIER_TRY if earlier else None) if t)
         self.log("success", f"{run.tag()} in {elapsed:.2f}s{': ' + said if said else ''}"
                             f"  (running {count}/{self.slots.cap}, peak {peak})")

@@ -5,8 +5,9 @@ the attempts one worker has open at once never exceed the cap. A claim first res
 claims for (reserve), so two parts that claim (the main loop, and the recorder claiming for the slots
 its successes free) never take more than the cap between them. Each held job moves through states:
 running → marking (its result is being recorded) or → releasing (handed back at shutdown). All
-changes happen under one lock, and `changed` (a Condition on it) wakes whoever waits for one: the
-heartbeat for a new job, the shutdown for the last one to finish.
+changes happen under one lock. Two conditions on it: `changed` wakes whoever waits for a job to end
+(the shutdown, for the last one), and `taken` wakes the heartbeat for a new job, but only when that
+job's lease comes due before the heartbeat would wake anyway (beat_wanted), not once per job.
 """
 from __future__ import annotations
 
@@ -49,6 +50,10 @@ class Slots:
         self.on_free = on_free      # a freed slot wakes the main loop to claim again
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
+        self.taken = threading.Condition(self.lock)
+        # Whether a job just taken must wake the heartbeat now (called under the lock); the heartbeat
+        # sets it. None: nobody waits on `taken`.
+        self.beat_wanted: Callable[[Running], bool] | None = None
         self._held: dict[uuid.UUID, Running] = {}
         self._reserved = 0          # slots promised to a claim under way
         self.peak = 0
@@ -77,17 +82,20 @@ class Slots:
                 self._reserved -= 1
             self._held[job.id] = run
             self.peak = max(self.peak, len(self._held))
-            self.changed.notify_all()
+            if self.beat_wanted is not None and self.beat_wanted(run):
+                self.taken.notify_all()
             return run, len(self._held), self.peak
 
-    def free(self, run: Running) -> tuple[int, int]:
-        """The job's result is recorded (or refused): its slot is free. (jobs held now, peak)"""
+    def free(self, run: Running, *, wake: bool = True) -> tuple[int, int]:
+        """The job's result is recorded (or refused): its slot is free. (jobs held now, peak)
+        wake: tell the main loop (on_free) it may claim; not when the caller claimed for the slot itself."""
         with self.changed:
             if self._held.get(run.job.id) is run:
                 del self._held[run.job.id]
                 self.changed.notify_all()
             count, peak = len(self._held), self.peak
-        self.on_free()
+        if wake:
+            self.on_free()
         return count, peak
 
     def move(self, run: Running, to: str, *, only_from: Iterable[str] = ("running",)) -> bool:
@@ -130,3 +138,4 @@ class Slots:
         """Wakes every waiter (the process is exiting)."""
         with self.changed:
             self.changed.notify_all()
+            self.taken.notify_all()

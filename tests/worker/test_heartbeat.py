@@ -93,3 +93,22 @@ def test_heartbeat_loop_returns_when_the_process_exits(conn: psycopg.Connection)
     exiting = threading.Event()
     exiting.set()
     beat.loop(exiting)  # returns at once
+
+
+def test_heartbeat_is_woken_only_by_a_job_due_before_its_wait_ends(conn: psycopg.Connection) -> None:
+    """A job taken wakes a waiting heartbeat when nothing was held (its wait had no end) or when the
+    new job's lease comes due before the wait ends; any other job taken leaves it asleep."""
+    now = [10.0]
+    beat, slots, _ = _heartbeat(conn, now)
+    woken: list[bool] = []
+    wanted = slots.beat_wanted
+    assert wanted is not None
+    slots.beat_wanted = lambda run: woken.append(wanted(run)) or woken[-1]
+    beat._waking_at = None                      # not waiting: it looks at every job before it waits
+    slots.take(claimed(conn, lease_ms=3000))
+    beat._waking_at = float("inf")              # waiting with no job held
+    slots.take(claimed(conn, lease_ms=3000))
+    beat._waking_at = 11.0                      # waiting until the first lease is due (10 + 3 s / 3)
+    slots.take(claimed(conn, lease_ms=3000))    # due at 11: no sooner
+    slots.take(claimed(conn, lease_ms=900))     # due at 10.3: sooner
+    assert woken == [False, True, False, True]
