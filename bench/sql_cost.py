@@ -231,7 +231,7 @@ def _callgrind_total(path: Path, timeout_s: float = 60.0) -> int:
 
 
 def measure(dsn: str, variant_sql: str, calls: int, warmup: int, make_meter: Callable[[str], Meter],
-            only: set[str] | None) -> dict[str, float]:
+            only: set[str] | None, sql_dir: Path | None = None) -> dict[str, float]:
     """One round of every step on a fresh scratch database: {step: cost per job}."""
     name = f"pgqw_cost_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(dsn, autocommit=True) as admin:
@@ -240,7 +240,7 @@ def measure(dsn: str, variant_sql: str, calls: int, warmup: int, make_meter: Cal
     meter = make_meter(url)
     out: dict[str, float] = {}
     try:
-        migrate(url, log=lambda line: None)
+        migrate(url, log=lambda line: None, **({"sql_dir": sql_dir} if sql_dir else {}))
         with psycopg.connect(url, autocommit=True) as conn:
             if variant_sql.strip():
                 conn.execute(variant_sql)
@@ -270,22 +270,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step", action="append", default=[], help="only these steps; repeatable")
     parser.add_argument("--variant", action="append", default=[],
                         help=f"a name ({', '.join(VARIANTS)}) or SQL to run after the migration; repeatable")
+    parser.add_argument("--sql-dir", action="append", type=Path, default=[],
+                        help="compare the SQL of these db/ folders (another revision's: `git archive REV db | tar -x"
+                             " -C /tmp/rev`) with this checkout's; repeatable")
     args = parser.parse_args(argv)
     variants = args.variant or ["base"]
+    # Each db/ folder is one more "variant": this checkout's SQL, then each folder's, alternating.
+    runs = [(v, v, None) for v in variants] + [(f"{d} (base)", "base", d) for d in args.sql_dir]
     if args.meter == "cpu":
         make_meter: Callable[[str], Meter] = CpuMeter
         unit = CpuMeter.unit
     else:
         make_meter = lambda url: CallgrindMeter(url, args.callgrind_dir)  # noqa: E731
         unit = CallgrindMeter.unit
-    results: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
+    results: dict[str, list[dict[str, float]]] = {label: [] for label, _, _ in runs}
     for r in range(args.rounds):
-        for v in variants:
-            results[v].append(measure(args.dsn, VARIANTS.get(v, v), args.jobs, args.warmup, make_meter,
-                                      set(args.step) or None))
-            print(f"round {r + 1}/{args.rounds} {v[:60]!r}: done", flush=True)
+        for label, v, folder in runs:
+            results[label].append(measure(args.dsn, VARIANTS.get(v, v), args.jobs, args.warmup, make_meter,
+                                          set(args.step) or None, folder))
+            print(f"round {r + 1}/{args.rounds} {label[:60]!r}: done", flush=True)
     print(f"\n{unit} per job: median of {args.rounds} rounds (min-max), {args.jobs} jobs a step")
-    for v in variants:
+    for v in results:
         print(f"\n{v}")
         for label in results[v][0]:
             xs = [rd[label] for rd in results[v]]

@@ -30,8 +30,10 @@ set jit = off
 as $$
 #variable_conflict use_variable
 declare
-    v_settings queue_settings;
-    v_type task_type_settings;
+    v_max_payload_bytes integer;
+    v_max_attempts integer;     -- the type's, else queue_settings'
+    v_type_queue text;
+    v_type_priority integer;
     v_queue text;
     v_priority integer;
     v_job jobs;
@@ -39,13 +41,15 @@ declare
     v_key text := p_idempotency_key;
     v_window_ms bigint;
     v_due_ms bigint;
+    v_notified text;            -- pg_notify's answer (void, as text): nothing
 begin
-    select * into v_settings from queue_settings;
     -- Unset queue, priority and max_attempts: the task type's (a DBA's value, else the code's), then
     -- the defaults. A type no worker registered yet takes the defaults.
-    select * into v_type from task_type_settings t where t.name = p_type;
-    v_queue := coalesce(p_queue, v_type.queue, 'default');
-    v_priority := coalesce(p_priority, v_type.priority, 0);
+    select s.max_payload_bytes, coalesce(t.max_attempts, s.max_attempts), t.queue, t.priority
+      into v_max_payload_bytes, v_max_attempts, v_type_queue, v_type_priority
+      from queue_settings s left join task_type_settings t on t.name = p_type;
+    v_queue := coalesce(p_queue, v_type_queue, 'default');
+    v_priority := coalesce(p_priority, v_type_priority, 0);
     if p_type is null or p_type !~ '\S' or length(p_type) > 100 then
         raise exception using errcode = 'QV400',
             message = 'type must be a non-empty text of at most 100 characters';
@@ -55,10 +59,10 @@ begin
             message = format('payload must be a JSON object, got %s',
                              coalesce(jsonb_typeof(p_payload), 'null'));
     end if;
-    if octet_length(p_payload::text) > v_settings.max_payload_bytes then
+    if octet_length(p_payload::text) > v_max_payload_bytes then
         raise exception using errcode = 'QV413',
             message = format('payload is %s bytes, more than the limit of %s',
-                             octet_length(p_payload::text), v_settings.max_payload_bytes);
+                             octet_length(p_payload::text), v_max_payload_bytes);
     end if;
     if p_idempotency_key is null or length(p_idempotency_key) not between 1 and 255
        or p_idempotency_key ~ '[^!-~]' then
@@ -105,7 +109,7 @@ begin
 
     loop
         insert into jobs as j (type, payload, max_attempts, idempotency_key, queue, priority, run_at)
-        values (p_type, p_payload, coalesce(p_max_attempts, v_type.max_attempts, v_settings.max_attempts),
+        values (p_type, p_payload, coalesce(p_max_attempts, v_max_attempts),
                 v_key, v_queue, v_priority, coalesce(p_run_at, now()))
         on conflict on constraint jobs_idempotency_key_key do nothing
         returning j.* into v_job;
@@ -134,10 +138,11 @@ begin
         -- Delivered at commit. How far ahead is measured now, as late as the function can: a transaction
         -- that stays open after this call makes the worker wake that much later (its poll still runs).
         v_due_ms := ceil(extract(epoch from v_job.run_at - clock_timestamp()) * 1000);
+        -- An assignment, not perform: an expression alone is evaluated without starting an executor.
         if v_job.run_at <= now() or v_due_ms <= 0 then
-            perform pg_notify('pgqw_jobs', v_job.queue);
+            v_notified := pg_notify('pgqw_jobs', v_job.queue);
         else
-            perform pg_notify('pgqw_jobs_at', v_due_ms || ' ' || v_job.queue);
+            v_notified := pg_notify('pgqw_jobs_at', v_due_ms || ' ' || v_job.queue);
         end if;
     end if;
 
