@@ -279,7 +279,7 @@ def _schema_problem(e: Any) -> str:
 def _schema_errors(schema: dict[str, Any], payload: dict[str, Any]) -> list[dict[str, str]]:
     """Every field of the payload that breaks its type's JSON Schema, once each, under payload."""
     errors: dict[str, str] = {}
-    for e in sorted(_validator(json.dumps(schema, sort_keys=True)).iter_errors(payload),
+    for e in sorted(_validator_of(schema).iter_errors(payload),
                     key=lambda e: [str(p) for p in e.absolute_path]):
         path = ".".join(["payload", *(str(p) for p in e.absolute_path)])
         if e.validator == "required" and isinstance(e.instance, dict):
@@ -301,6 +301,20 @@ def _schema_errors(schema: dict[str, Any], payload: dict[str, Any]) -> list[dict
         return order.get(top, len(order)), field
 
     return [{"field": f, "problem": errors[f]} for f in sorted(errors, key=position)]
+
+
+# The validator of each schema dict the task-type cache holds (its id, with the dict kept alive): no
+# serializing of the schema per request to find it.
+_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
+
+
+def _validator_of(schema: dict[str, Any]) -> Any:
+    found = _VALIDATORS.get(id(schema))
+    if found is None or found[0] is not schema:
+        if len(_VALIDATORS) > 1024:
+            _VALIDATORS.clear()
+        found = _VALIDATORS[id(schema)] = (schema, _validator(json.dumps(schema, sort_keys=True)))
+    return found[1]
 
 
 @functools.lru_cache(maxsize=256)
@@ -396,7 +410,7 @@ def create_job() -> Response:
     _require_json_body()
     key = _idempotency_key()
     req, task_type = _check_job_request(_read_json_body())
-    with pool().connection() as conn:
+    with pool().connection(autocommit=True) as conn:  # one call
         job = db.enqueue_job(
             conn, type=task_type.name, payload=req.payload, idempotency_key=key, queue=req.queue,
             priority=req.priority, run_at=req.run_at,

@@ -23,6 +23,7 @@ it): the session settings then come from the login role (db/security/settings.sq
 """
 from __future__ import annotations
 
+import math
 import os
 import socket
 import threading
@@ -86,6 +87,8 @@ class Watchdog:
         self._cond = threading.Condition()
         self._armed: dict[object, tuple[float, psycopg.Connection]] = {}
         self._thread: threading.Thread | None = None
+        # When the thread's wait ends (inf: nothing armed); a new deadline before it wakes the thread.
+        self._waking_at = math.inf
         self.cuts = 0  # connections cut so far
 
     @contextmanager
@@ -97,11 +100,13 @@ class Watchdog:
             return
         token = object()
         with self._cond:
-            self._armed[token] = (time.monotonic() + seconds, conn)
+            at = time.monotonic() + seconds
+            self._armed[token] = (at, conn)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            if at < self._waking_at:  # with one deadline for all, only the first borrow while none is armed
+                self._cond.notify()
         cut = False
         try:
             yield
@@ -128,7 +133,9 @@ class Watchdog:
                     del self._armed[token]
                     self._cut(conn)
                 nxt = min((at for at, _ in self._armed.values()), default=None)
+                self._waking_at = math.inf if nxt is None else nxt
                 self._cond.wait(None if nxt is None else max(0.0, nxt - time.monotonic()))
+                self._waking_at = -math.inf  # awake: it looks at every armed borrow before it waits again
 
     def _cut(self, conn: psycopg.Connection) -> None:
         try:
