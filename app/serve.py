@@ -2,6 +2,12 @@
 
 Prints one line with the URL once listening, e.g. `pgqw api: serving on http://127.0.0.1:3000/`.
 With --port 0 the system picks a free port and that line says which (tests read it).
+
+--processes N (API_PROCESSES): N server processes accept from one listening socket, each with its own
+app, connection pool and API_THREADS threads. One Python process answers on one core at most (the
+interpreter lock); more processes use more cores. The first process binds the socket, then forks the
+others before any pool or thread exists; a signal to it stops them all, and if one ends on its own the
+rest are stopped too and the command fails (a process manager starts it again).
 """
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ import http
 import ipaddress
 import json
 import logging
+import os
 import signal
 import socket
 import sys
@@ -113,38 +120,76 @@ def cmd_api(args: argparse.Namespace) -> int:
     # one-line message, rather than as the pool's retries in the background.
     with psycopg.connect(url, **api_connect_kwargs(url, settings)):
         pass
-    app = create_app({"DATABASE_URL": url})
-    _stop_on_sigterm()
-
+    processes = args.processes if args.processes is not None else settings.api_processes
     if args.dev:
+        app = create_app({"DATABASE_URL": url})
+        _stop_on_sigterm()
         print(f"pgqw api: serving on {_url(host, port)} (Flask development server)", flush=True)
         # Debug mode reloads templates; the debugger stays off (errors are the JSON envelope anyway).
         app.run(host=host, port=port, debug=True, use_debugger=False, use_reloader=False)
         return 0
 
-    import waitress
+    sock = _listen(host, port)
+    shown = f"{_url(host, sock.getsockname()[1])} (waitress, "
+    if processes <= 1:
+        print(f"pgqw api: serving on {shown}{settings.api_threads} threads)", flush=True)
+        return _serve(sock, url, settings)
+    children = []
+    for _ in range(processes):
+        pid = os.fork()
+        if pid == 0:  # a server process: its own app, pool and threads, made after the fork
+            code = 1
+            try:
+                code = _serve(sock, url, settings)
+            finally:
+                os._exit(code)
+        children.append(pid)
+    sock.close()
+    print(f"pgqw api: serving on {shown}{processes} processes of {settings.api_threads} threads)", flush=True)
+    return _supervise(children)
 
-    channels: dict = {}
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket (UsageError, the cli's one line, when it cannot be had)."""
     try:
-        server = waitress.create_server(
-            app,
-            map=channels,
-            host=host,
-            port=port,
-            threads=settings.api_threads,
-            ident="pgqw",
-            # The app answers 413 above MAX_BODY_BYTES; waitress stops far bigger bodies itself
-            # (JsonErrorTask) instead of buffering up to its default of 1 GiB.
-            max_request_body_size=max(16 * settings.max_body_bytes, 1 << 20),
-            clear_untrusted_proxy_headers=True,
-        )
-    except (ValueError, OSError) as exc:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, _, _, _, address = infos[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as waitress does
+        try:
+            sock.bind(address)
+        except OSError:
+            sock.close()
+            raise
+    except (socket.gaierror, UnicodeError, OSError) as exc:
         # A name that does not resolve, an address not on this machine, a port in use or not allowed.
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise UsageError(f"cannot listen on {host}:{port}: {reason}") from None
+    sock.listen(1024)
+    return sock
+
+
+def _serve(sock: socket.socket, url: str, settings: config.Settings) -> int:
+    """One server process on the listening socket, until SIGTERM or Ctrl+C."""
+    import waitress
+
+    from . import create_app
+
+    app = create_app({"DATABASE_URL": url})
+    _stop_on_sigterm()
+    channels: dict = {}
+    server = waitress.create_server(
+        app,
+        map=channels,
+        sockets=[sock],
+        threads=settings.api_threads,
+        ident="pgqw",
+        # The app answers 413 above MAX_BODY_BYTES; waitress stops far bigger bodies itself
+        # (JsonErrorTask) instead of buffering up to its default of 1 GiB.
+        max_request_body_size=max(16 * settings.max_body_bytes, 1 << 20),
+        clear_untrusted_proxy_headers=True,
+    )
     answer_framing_errors_in_json(channels)
-    print(f"pgqw api: serving on {_url(host, server.effective_port)} "
-          f"(waitress, {settings.api_threads} threads)", flush=True)
     try:
         server.run()
     except KeyboardInterrupt:
@@ -153,3 +198,37 @@ def cmd_api(args: argparse.Namespace) -> int:
         server.close()
         sys.stdout.flush()
     return 0
+
+
+def _supervise(children: list[int]) -> int:
+    """Waits for the server processes. SIGTERM or Ctrl+C stops them all (exit 0); one that ends on its
+    own stops the others (exit 1)."""
+    stopping = False
+
+    def stop(signum, frame):  # type: ignore[no-untyped-def]
+        nonlocal stopping
+        stopping = True
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    left = set(children)
+    code = 0
+    while left:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        left.discard(pid)
+        if not stopping:
+            print(f"pgqw api: server process {pid} ended (status {status}); stopping the others", file=sys.stderr,
+                  flush=True)
+            code = 1
+            stop(signal.SIGTERM, None)
+    return code

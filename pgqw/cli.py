@@ -92,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1); any address that is not loopback "
                    "needs API_TOKENS set, or the API refuses to start")
+    p.add_argument("--processes", type=whole(1),
+                   help="server processes sharing the port, one core each at most (default API_PROCESSES or 1)")
     p.add_argument("--dev", action="store_true", help="use Flask's development server instead")
     p.set_defaults(func=_lazy("pgqw.app.serve", "cmd_api"))
 

@@ -137,6 +137,7 @@ class Settings:
     public_url: str | None = None
     max_body_bytes: int = 64 * 1024
     api_threads: int = 8
+    api_processes: int = 1
     # The server cancels an API statement after this; a request whose database work (all of it) has
     # not answered 1 s later gets its connection cut and a 503 (a frozen server). 0: no limit.
     api_statement_timeout_ms: int = 5000
@@ -200,6 +201,7 @@ def load() -> Settings:
         public_url=os.environ.get("PUBLIC_URL") or None,
         max_body_bytes=_int("MAX_BODY_BYTES", 64 * 1024, minimum=1),
         api_threads=_int("API_THREADS", 8, minimum=1),
+        api_processes=_int("API_PROCESSES", 1, minimum=1),
         api_statement_timeout_ms=_int("API_STATEMENT_TIMEOUT_MS", 5000, minimum=0),
         api_pool_timeout_ms=_int("API_POOL_TIMEOUT_MS", 1500, minimum=1),
         api_tokens=tokens("API_TOKENS"),
