@@ -53,12 +53,14 @@ begin
     end if;
     -- Fields of the wrong JSON kind would otherwise be turned into text ({"type": {"x": 1}} stored as
     -- the type '{"x": 1}'). A JSON null counts as absent: the field's default applies.
-    select e.n, f.key, jsonb_typeof(f.value) as kind into v_bad
+    -- Each field looked up by name (no set of every element's fields to build): the first element with a
+    -- field of the wrong kind, and its first such field by name.
+    select e.n, f.key, jsonb_typeof(e.elem -> f.key) as kind into v_bad
       from jsonb_array_elements(p_jobs) with ordinality as e(elem, n)
-      cross join lateral jsonb_each(e.elem) as f(key, value)
-     where jsonb_typeof(f.value) <> 'null'
-       and ((f.key in ('type', 'idempotency_key', 'queue', 'run_at') and jsonb_typeof(f.value) <> 'string')
-         or (f.key in ('priority', 'max_attempts', 'delay_ms', 'unique_for_ms') and jsonb_typeof(f.value) <> 'number'))
+      cross join (values ('delay_ms', 'number'), ('idempotency_key', 'string'), ('max_attempts', 'number'),
+                         ('priority', 'number'), ('queue', 'string'), ('run_at', 'string'), ('type', 'string'),
+                         ('unique_for_ms', 'number')) as f(key, kind)
+     where jsonb_typeof(e.elem -> f.key) not in ('null', f.kind)
      order by e.n, f.key limit 1;
     if found then
         raise exception using errcode = 'QV400',
