@@ -56,6 +56,7 @@ class Slots:
         self.beat_wanted: Callable[[Running], bool] | None = None
         self._held: dict[uuid.UUID, Running] = {}
         self._reserved = 0          # slots promised to a claim under way
+        self._turned_away = False   # a claim got fewer slots than it could have, because of those promises
         self.peak = 0
         self.counts: Counter[str] = Counter()
 
@@ -64,15 +65,24 @@ class Slots:
         whose successes the claim's transaction records). Returns how many; each is then used by
         take(job, reserved=True) or given back by unreserve()."""
         with self.lock:
-            n = max(0, min(limit, self.cap - len(self._held) - self._reserved + freeing))
+            unpromised = self.cap - len(self._held) + freeing
+            n = max(0, min(limit, unpromised - self._reserved))
+            if n < min(limit, unpromised):
+                self._turned_away = True
             self._reserved += n
             return n
 
     def unreserve(self, n: int) -> None:
-        """Gives back reserved slots a claim did not use."""
-        if n > 0:
-            with self.lock:
-                self._reserved -= n
+        """Gives back reserved slots a claim did not use. If a claim was turned away meanwhile because
+        of them (a notification's claim while the recorder's was under way), the main loop is woken
+        (on_free) to claim for them: the job it was told of is otherwise left for the poll."""
+        if n <= 0:
+            return
+        with self.lock:
+            self._reserved -= n
+            wake, self._turned_away = self._turned_away, False
+        if wake:
+            self.on_free()
 
     def take(self, job: db.ClaimedJob, *, reserved: bool = False) -> tuple[Running, int, int]:
         """A claimed job takes a slot (one it reserved, if reserved): (its Running, jobs held now, peak)."""

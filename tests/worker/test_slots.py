@@ -62,3 +62,17 @@ def test_slots_reserve_counts_the_slots_a_claim_frees(conn: psycopg.Connection) 
     assert slots.reserve(5, freeing=1) == 1   # the success recorded in the same transaction frees a's slot
     slots.free(a)
     assert slots.free_count() == 0            # freed, but promised to the claim
+
+
+def test_slots_a_claim_turned_away_by_promised_slots_is_woken_when_they_come_back(conn: psycopg.Connection) -> None:
+    """The recorder reserves the free slots for its claim; a notification's claim meanwhile gets none.
+    When the recorder's claim gives slots back unused, the main loop is woken to claim for them."""
+    woken = []
+    slots = Slots(2, on_free=lambda: woken.append(1))
+    assert slots.reserve(2) == 2          # the recorder's claim, under way
+    assert slots.reserve(2) == 0          # the main loop, woken by a notification: turned away
+    slots.unreserve(2)                    # the recorder's claim found nothing
+    assert woken == [1] and slots.free_count() == 2
+    assert slots.reserve(2) == 2
+    slots.unreserve(2)                    # nobody was turned away: no wake-up
+    assert woken == [1]
