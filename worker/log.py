@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 import uuid
 from datetime import datetime, timezone
 from typing import Callable, TextIO
@@ -17,10 +18,21 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 
+_second: tuple[int, str] = (-1, "")  # the last whole second formatted, and its HH:MM:SS
+
+
 def clock(at: datetime | None = None) -> str:
-    """16:43:07.167Z"""
-    at = datetime.now(timezone.utc) if at is None else at.astimezone(timezone.utc)
-    return f"{at:%H:%M:%S}.{at.microsecond // 1000:03d}Z"
+    """16:43:07.167Z (the time now, or at's)"""
+    global _second
+    if at is not None:
+        at = at.astimezone(timezone.utc)
+        return f"{at:%H:%M:%S}.{at.microsecond // 1000:03d}Z"
+    ms = time.time_ns() // 1_000_000
+    whole, part = divmod(ms, 1000)
+    second = _second
+    if second[0] != whole:  # a new second: formatted once, for every line logged in it
+        second = _second = (whole, time.strftime("%H:%M:%S", time.gmtime(whole)))
+    return f"{second[1]}.{part:03d}Z"
 
 
 def short(job_id: uuid.UUID | str) -> str:

@@ -39,7 +39,11 @@ class Running:
     cancelled: bool = False         # a heartbeat answered that cancel_job asked this job to stop
 
     def tag(self) -> str:
-        return f"{short(self.job.id)} attempt {self.job.attempts}/{self.job.max_attempts}"
+        """`ba1b4d28 attempt 1/5`, made once (every log line of the job starts with it)."""
+        tag = self.__dict__.get("_tag")
+        if tag is None:
+            tag = self.__dict__["_tag"] = f"{short(self.job.id)} attempt {self.job.attempts}/{self.job.max_attempts}"
+        return tag
 
 
 class Slots:
