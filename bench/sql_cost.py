@@ -204,6 +204,8 @@ class CallgrindMeter(Meter):
     def _run(self, step: Step, calls: int) -> int:
         conn = self._connect()
         pid = conn.execute("select pg_backend_pid()").fetchone()[0]
+        # A file of that name is an earlier backend's that had the same pid: this one writes its own at exit.
+        (self.folder / f"cg.{pid}").unlink(missing_ok=True)
         for _ in range(calls):
             step.call(conn)
         conn.close()
