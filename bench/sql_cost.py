@@ -12,6 +12,7 @@ Steps, each over --jobs jobs, one transaction per call:
   enqueue_job     one call per job
   enqueue_jobs    calls of 100
   claim+mark 1    claim_job, then mark_succeeded
+  claim+mark 10   claim_jobs(10), then mark_jobs_succeeded of the 10 (a worker at concurrency 10)
   claim+mark 100  claim_jobs(100), then mark_jobs_succeeded of the 100
   raw ...         the raw ceiling's table and statements (bench/raw.py): insert, claim + complete
 
@@ -122,10 +123,12 @@ def _claim_mark_one(conn: psycopg.Connection) -> None:
     db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token)
 
 
-def _claim_mark_many(conn: psycopg.Connection) -> None:
-    claimed = db.claim_jobs(conn, worker_id="cost", limit=100)
-    assert len(claimed) == 100, "the backlog ran out"
-    db.mark_jobs_succeeded(conn, done=[(j.id, j.lease_token) for j in claimed])
+def _claim_mark(n: int) -> Callable[[psycopg.Connection], None]:
+    def call(conn: psycopg.Connection) -> None:
+        claimed = db.claim_jobs(conn, worker_id="cost", limit=n)
+        assert len(claimed) == n, "the backlog ran out"
+        db.mark_jobs_succeeded(conn, done=[(j.id, j.lease_token) for j in claimed])
+    return call
 
 
 def _raw_insert_one(conn: psycopg.Connection) -> None:
@@ -160,7 +163,8 @@ STEPS = [
     Step("enqueue_job", 1, _nothing, _enqueue_one),
     Step("enqueue_jobs", 100, _nothing, _enqueue_many),
     Step("claim+mark 1", 1, lambda c, calls: _backlog(c, calls), _claim_mark_one),
-    Step("claim+mark 100", 100, lambda c, calls: _backlog(c, calls * 100), _claim_mark_many),
+    Step("claim+mark 10", 10, lambda c, calls: _backlog(c, calls * 10), _claim_mark(10)),
+    Step("claim+mark 100", 100, lambda c, calls: _backlog(c, calls * 100), _claim_mark(100)),
     Step("raw insert 1", 1, _nothing, _raw_insert_one),
     Step("raw insert 100", 100, _nothing, _raw_insert_many),
     Step("raw claim+complete 1", 1, _raw_backlog, _raw_claim_one),
@@ -254,8 +258,8 @@ def measure(dsn: str, variant_sql: str, calls: int, warmup: int, make_meter: Cal
             for step in STEPS:
                 if only and step.name not in only:
                     continue
-                n = calls if step.per_call == 1 else max(1, calls // 100)
-                w = warmup if step.per_call == 1 else max(1, warmup // 10)
+                n = calls if step.per_call == 1 else max(1, calls // step.per_call)
+                w = warmup if step.per_call == 1 else max(1, warmup * 10 // step.per_call)
                 step.prepare(conn, 2 * w + n)
                 out[step.name] = meter.per_job(step, n, w)
     finally:
