@@ -538,6 +538,49 @@ def mark_jobs_succeeded_brief(
         return cur.fetchall()
 
 
+# The two calls in one statement: the claim's limit is read from the successes recorded (an InitPlan
+# runs `recorded` first), and no claim is made when it comes to nothing (claim_jobs refuses a limit of 0).
+# The FULL JOIN ON false stacks the two answers, each row one or the other.
+_MARK_AND_CLAIM_SQL = """
+with recorded as materialized (
+    select m.id, m.already_recorded
+      from mark_jobs_succeeded(%(ids)s::uuid[], %(tokens)s::uuid[], %(results)s::jsonb) m
+), claimed as materialized (
+    select c.*
+      from (select least(%(limit)s::integer, %(free)s::integer + (select count(*) from recorded)::integer) as n) x
+     cross join lateral claim_jobs(%(worker_id)s::text, x.n, %(queues)s::text[], %(lease_ms)s::integer,
+                                   %(types)s::text[]) c
+     where x.n > 0
+)
+select r.id as recorded_id, r.already_recorded, c.*
+  from recorded r full join claimed c on false
+ order by r.id is null, c.priority desc, c.run_at, c.id"""
+
+
+def mark_jobs_succeeded_and_claim(
+    conn: psycopg.Connection, *, done: Sequence[tuple[uuid.UUID | str, uuid.UUID | str]],
+    results: Sequence[Any] | None = None, worker_id: str, limit: int, free: int,
+    queues: Sequence[str] | None = None, lease_ms: int | None = None, task_types: Sequence[str] | None = None,
+) -> tuple[list[Recorded], list[ClaimedJob]]:
+    """mark_jobs_succeeded (read back as mark_jobs_succeeded_brief), then claim_jobs for the slots those
+    successes free, as one statement: one round trip, and in autocommit one transaction and one commit. The
+    claim takes up to least(limit, free + the successes recorded) jobs, none when that is below 1 (free may
+    be negative: slots promised on the chance that every pair is recorded)."""
+    params = {**_mark_jobs_params(done, results), "limit": limit, "free": free, "worker_id": worker_id,
+              "queues": list(queues) if queues else None, "lease_ms": lease_ms,
+              "types": list(task_types) if task_types is not None else None}
+    recorded: list[Recorded] = []
+    claimed: list[ClaimedJob] = []
+    with conn.cursor(row_factory=dict_row) as cur:
+        for row in cur.execute(_MARK_AND_CLAIM_SQL, params):
+            recorded_id, earlier = row.pop("recorded_id"), row.pop("already_recorded")
+            if recorded_id is not None:
+                recorded.append(Recorded(id=recorded_id, already_recorded=earlier))
+            else:
+                claimed.append(ClaimedJob(**row))
+    return recorded, claimed
+
+
 def _mark_jobs_params(done: Sequence[tuple[uuid.UUID | str, uuid.UUID | str]],
                       results: Sequence[Any] | None) -> dict[str, Any]:
     return {"ids": [j for j, _ in done], "tokens": [t for _, t in done],

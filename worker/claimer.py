@@ -5,7 +5,8 @@ once per free slot. What a claim asks for is a ClaimRequest: the worker, its que
 it runs, so a job of a type this worker does not know waits for one that does.
 
 The recorder also claims, for the slots its batch of successes frees, in the transaction that records
-them (reserve_after, claim_on): one commit then both ends those attempts and starts the next ones.
+them (reserve_after, then succeed_and_claim_many: one statement, or claim_on in its transaction): one
+commit then both ends those attempts and starts the next ones.
 """
 from __future__ import annotations
 
@@ -32,6 +33,16 @@ class ClaimRequest:
     def claim_many(self, conn: psycopg.Connection, limit: int) -> list[db.ClaimedJob]:
         return db.claim_jobs(conn, worker_id=self.worker_id, limit=limit, queues=self.queues,
                              lease_ms=self.lease_ms, task_types=self.task_types)
+
+    def succeed_and_claim_many(
+        self, conn: psycopg.Connection, done: Sequence[tuple[object, object]], results: Sequence[object],
+        limit: int, free: int,
+    ) -> tuple[list[db.Recorded], list[db.ClaimedJob]]:
+        """Records these successes and claims up to least(limit, free + successes recorded) jobs, in one
+        statement."""
+        return db.mark_jobs_succeeded_and_claim(
+            conn, done=done, results=results, worker_id=self.worker_id, limit=limit, free=free,
+            queues=self.queues, lease_ms=self.lease_ms, task_types=self.task_types)
 
     def claim_one(self, conn: psycopg.Connection) -> db.ClaimedJob | None:
         return db.claim_job(conn, worker_id=self.worker_id, queues=self.queues, lease_ms=self.lease_ms,

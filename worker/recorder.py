@@ -4,7 +4,8 @@ failure, or a refusal.
 With WORKER_BATCH_MARK the successes waiting are recorded by one mark_jobs_succeeded, and in the same
 transaction the worker claims jobs for the slots they free (claimer.py): one commit ends those attempts
 and starts the next ones, where a claim of its own would be a second commit, and a second wait for it,
-before the slot is busy again.
+before the slot is busy again. With batch claims (or one slot) the two are one statement
+(db.mark_jobs_succeeded_and_claim), so that exchange is one round trip, not BEGIN, two calls and COMMIT.
 
 Each result is a new transaction (the claim committed long before), retried on a connection error
 like every call. The stored function is the judge of what happened: it records the result, answers
@@ -120,14 +121,25 @@ class Recorder:
         reserved = 0
         claimed: list[db.ClaimedJob] = []
 
+        done = [(r.job.id, r.job.lease_token) for r, _, _ in batch]
+        results = [res[1] if res is not None else None for _, res, _ in batch]
+
         def record(conn: psycopg.Connection) -> list[db.Recorded]:
             nonlocal reserved, claimed
             self.slots.unreserve(reserved)  # a retry reserves again
             reserved, claimed = 0, []
+            if self.claimer is not None and (self.claimer.batch or self.slots.cap == 1):
+                # One statement: the claim takes what the successes it recorded free (the slots are
+                # promised first on the chance that all are recorded; the statement takes fewer if not).
+                # With one slot, claim_jobs of one is what claim_job would do.
+                reserved = self.claimer.reserve_after(freeing=len(batch))
+                if reserved > 0:
+                    answered, claimed = self.claimer.request.succeed_and_claim_many(
+                        conn, done, results, limit=reserved, free=reserved - len(batch))
+                    return answered
+                return db.mark_jobs_succeeded_brief(conn, done=done, results=results)
             with conn.transaction():
-                answered = db.mark_jobs_succeeded_brief(
-                    conn, done=[(r.job.id, r.job.lease_token) for r, _, _ in batch],
-                    results=[res[1] if res is not None else None for _, res, _ in batch])
+                answered = db.mark_jobs_succeeded_brief(conn, done=done, results=results)
                 if self.claimer is not None:
                     reserved = self.claimer.reserve_after(freeing=len(answered))
                     claimed = self.claimer.claim_on(conn, reserved)

@@ -156,6 +156,29 @@ def test_recorder_claims_for_the_slots_its_successes_free_in_their_transaction(c
     assert one(conn, "select peak_at_once from report_concurrency('w1')")["peak_at_once"] == 3
 
 
+def test_recorder_claims_only_for_the_slots_its_recorded_successes_free(conn: psycopg.Connection) -> None:
+    """The claim in the successes' statement is promised every slot they might free, but takes only what
+    the recorded ones free: a success refused in it (its job was asked to cancel) keeps its slot, so the
+    worker never holds more than its cap, and that job then ends cancelled on its own."""
+    recorder, slots, database, out, started = _claiming_recorder(conn, 2)
+    kept, refused = slots.take(claimed(conn))[0], slots.take(claimed(conn))[0]
+    waiting = [enqueue(conn).id for _ in range(2)]
+    db.cancel_job(conn, job_id=refused.job.id)
+    peaks: list[int] = []
+    start = recorder.claimer.start
+    recorder.claimer.start = lambda job: (start(job), peaks.append(len(slots.held())))[0]
+    recorder.record(kept, Succeeded(), 0.1)
+    recorder.record(refused, Succeeded(), 0.1)
+    assert recorder.drain(timeout=0) == 2
+    assert [r.job.id for r in started] == waiting[:1] and peaks == [2]
+    assert job_row(conn, kept.job.id)["status"] == "succeeded"
+    assert job_row(conn, refused.job.id)["status"] == "cancelled"
+    assert [job_row(conn, i)["status"] for i in waiting] == ["processing", "pending"]
+    assert database.ops == ["mark_jobs_succeeded (2 jobs)", f"mark_succeeded {str(refused.job.id)[:8]}",
+                            f"mark_cancelled {str(refused.job.id)[:8]}"]
+    assert len(slots.held()) == 1 and slots.free_count() == 1 and out.lines("error") == []
+
+
 def test_recorder_claims_nothing_for_its_freed_slots_while_stopping(conn: psycopg.Connection) -> None:
     recorder, slots, database, _, started = _claiming_recorder(conn, 2, stopping=True)
     run, _, _ = slots.take(claimed(conn))
@@ -165,22 +188,18 @@ def test_recorder_claims_nothing_for_its_freed_slots_while_stopping(conn: psycop
     assert started == [] and slots.free_count() == 2 and job_row(conn, run.job.id)["status"] == "succeeded"
 
 
-def test_recorder_claim_that_fails_undoes_its_successes_too(conn: psycopg.Connection) -> None:
-    """The successes and the claim are one transaction: a claim that fails leaves the jobs held and
-    processing, and they are recorded one by one; no slot stays reserved."""
-    recorder, slots, database, out, started = _claiming_recorder(conn, 2)
+@pytest.mark.parametrize("batch_claim", [True, False])
+def test_recorder_claim_that_fails_undoes_its_successes_too(conn: psycopg.Connection, batch_claim: bool) -> None:
+    """The successes and the claim are one transaction (with batch claims one statement): a claim that
+    fails leaves the jobs held and processing, and they are recorded one by one; no slot stays reserved."""
+    recorder, slots, database, out, started = _claiming_recorder(conn, 2, batch_claim=batch_claim)
     run, _, _ = slots.take(claimed(conn))
     enqueue(conn)
-
-    class Broken(ClaimRequest):
-        def claim_many(self, conn: psycopg.Connection, limit: int) -> list[db.ClaimedJob]:
-            conn.execute("select 1 / 0")
-            return []
-
-    recorder.claimer.request = Broken("w1")
+    # A lease of 0 ms is refused by the claim (QV400), after the successes were recorded in its statement.
+    recorder.claimer.request = ClaimRequest("w1", lease_ms=0)
     recorder.record(run, Succeeded(), 0.1)
     assert recorder.drain(timeout=0) == 1
-    assert out.lines("error")[0].startswith("mark_jobs_succeeded: 22012")
+    assert out.lines("error")[0].startswith("mark_jobs_succeeded: QV400")
     assert database.ops == ["mark_jobs_succeeded (1 jobs)", f"mark_succeeded {str(run.job.id)[:8]}"]
     assert job_row(conn, run.job.id)["status"] == "succeeded" and started == []
     assert slots.free_count() == 2
