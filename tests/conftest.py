@@ -9,8 +9,10 @@ No test mocks the database.
 from __future__ import annotations
 
 import os
+import queue
 import shutil
 import tempfile
+import threading
 import uuid
 import warnings
 from pathlib import Path
@@ -109,17 +111,72 @@ def template_db(pg_server: str) -> Iterator[str]:
         conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
 
 
+class _Copies:
+    """Copies of the template made ahead, and used ones dropped, by a thread of their own: a test takes a
+    copy made while the tests before it ran, and does not wait for CREATE DATABASE or DROP DATABASE (50 to
+    150 ms each on this kind of machine, for about 1,600 tests a run). The thread works in order: a drop
+    given back, then the copy that replaces the one taken."""
+
+    AHEAD = 2
+
+    def __init__(self, server: str, template: str) -> None:
+        self.server, self.template = server, template
+        self.ready: queue.Queue[str | BaseException] = queue.Queue()
+        self.todo: queue.Queue[tuple[str, str] | None] = queue.Queue()
+        self.thread = threading.Thread(target=self._run, name="pgqw-test-copies", daemon=True)
+        self.thread.start()
+        for _ in range(self.AHEAD):
+            self.todo.put(("make", ""))
+
+    def _run(self) -> None:
+        with _admin(self.server) as conn:
+            while (item := self.todo.get()) is not None:
+                kind, name = item
+                try:
+                    if kind == "make":
+                        name = f"pgqw_t_{uuid.uuid4().hex[:12]}"
+                        conn.execute(sql.SQL("create database {} template {}").format(
+                            sql.Identifier(name), sql.Identifier(self.template)))
+                        self.ready.put(name)
+                    else:
+                        conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+                except Exception as exc:  # a copy that failed fails the test that takes it
+                    if kind == "make":
+                        self.ready.put(exc)
+
+    def take(self) -> str:
+        self.todo.put(("make", ""))
+        got = self.ready.get(timeout=300)
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
+    def give_back(self, name: str) -> None:
+        self.todo.put(("drop", name))
+
+    def close(self) -> None:
+        self.todo.put(None)
+        self.thread.join()
+        with _admin(self.server) as conn:
+            while not self.ready.empty():
+                name = self.ready.get()
+                if isinstance(name, str):
+                    conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def _copies(pg_server: str, template_db: str) -> Iterator[_Copies]:
+    copies = _Copies(pg_server, template_db)
+    yield copies
+    copies.close()
+
+
 @pytest.fixture
-def db_url(pg_server: str, template_db: str) -> Iterator[str]:
+def db_url(pg_server: str, _copies: _Copies) -> Iterator[str]:
     """A DSN of a fresh, migrated database of this test's own, dropped afterwards."""
-    name = f"pgqw_t_{uuid.uuid4().hex[:12]}"
-    with _admin(pg_server) as conn:
-        conn.execute(
-            sql.SQL("create database {} template {}").format(sql.Identifier(name), sql.Identifier(template_db))
-        )
+    name = _copies.take()
     yield make_conninfo(pg_server, dbname=name)
-    with _admin(pg_server) as conn:
-        conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+    _copies.give_back(name)
 
 
 @pytest.fixture
