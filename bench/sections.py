@@ -573,8 +573,9 @@ def section_empty(ctx: Context) -> None:
     with connect(ctx.dsn) as conn:
         raw.create(conn)
         for rep in range(s.reps):
-            _idle_rep(ctx, conn, listen=True, rep=rep)
-            _idle_rep(ctx, conn, listen=False, rep=rep)
+            if s.idle_windows:
+                _idle_rep(ctx, conn, listen=True, rep=rep)
+                _idle_rep(ctx, conn, listen=False, rep=rep)
             _empty_rep(ctx, conn, ours=True)
             _empty_rep(ctx, conn, ours=False)
             rows = ctx.results.rows
