@@ -124,6 +124,8 @@ def verdicts(r: Results) -> list[Verdict]:
                       f"worker.c1.single.p{p}", f"peer.procrastinate.drain.c1.p{p}", 1.5),
         _ratio_target(r, f"Stored functions, 1 per claim, {p} proc: ≥ 60 % of the raw single-claim ceiling",
                       f"fn.single.p{p}", f"raw.single.p{p}", 0.60),
+        _ceiling_target(r, f"Stored functions, 1 per claim, {p} proc: server CPU per job ≤ 0.6 ms",
+                        f"fn.single.p{p}.server_cpu", 0.6),
         _ratio_target(r, f"Stored functions, 100 per claim, {p} proc: ≥ 50 % of the raw batch ceiling",
                       f"fn.batch.p{p}", f"raw.batch.p{p}", 0.50),
         _ratio_target(r, "enqueue_job: ≥ 80 % of a raw single insert", "fn.enqueue_job", "raw.insert.single", 0.80),

@@ -165,16 +165,23 @@ def _fn_drain(ctx: Context, conn: psycopg.Connection, procs: int, batch: int, ke
               async_claim: bool = False) -> None:
     s = ctx.sizes
     n = s.fn_single_jobs if batch == 1 else s.drain_jobs
+    server = ServerCpu(conn)
     for rep in range(s.reps):
         reset_queue(conn)
         queue.enqueue_noops(conn, n)
         conn.execute("analyze jobs, job_attempts")
+        win = CpuWindow(server).start()
         found = run_clients(queue.claim_client,
                             [(ctx.dsn, f"fn-{i}", batch, None, async_claim) for i in range(procs)],
                             timeout_s=s.timeout_s)
+        cpu = win.stop()
         rate, n, secs = throughput(found)
         ctx.results.add(key, "drain", label, "jobs/s", rate,
                         baseline=f"raw.{'single' if batch == 1 else 'batch'}.p{procs}")
+        if "server_cpu_s" in cpu and n:
+            # Every backend of the server over the loop: the clients' own and anything else it did.
+            ctx.results.add(f"{key}.server_cpu", "drain", f"{label}: server CPU per job", "ms",
+                            cpu["server_cpu_s"] * 1000 / n, better="lower")
         ctx.log(f"{key} rep {rep + 1}: {n} jobs in {secs:.2f}s = {rate:,.0f}/s")
 
 
