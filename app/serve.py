@@ -141,6 +141,11 @@ def cmd_api(args: argparse.Namespace) -> int:
             code = 1
             try:
                 code = _serve(sock, url, settings)
+            except KeyboardInterrupt:  # stopped while it was starting
+                code = 0
+            except BaseException as exc:  # said in one line: os._exit below leaves no traceback
+                print(f"pgqw api: server process {os.getpid()}: {type(exc).__name__}: {exc}", file=sys.stderr,
+                      flush=True)
             finally:
                 os._exit(code)
         children.append(pid)
