@@ -59,6 +59,7 @@ from .common import CLK_TCK
 
 LOCAL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
+
 def _drop_checks(table: str) -> str:
     """SQL that drops every CHECK constraint of table (an experiment: what they cost)."""
     return f"""

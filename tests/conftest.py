@@ -122,6 +122,7 @@ class _Copies:
     def __init__(self, server: str, template: str) -> None:
         self.server, self.template = server, template
         self.ready: queue.Queue[str | BaseException] = queue.Queue()
+        self.failed: BaseException | None = None  # the thread ended on an error: every take() raises it
         self.todo: queue.Queue[tuple[str, str] | None] = queue.Queue()
         self.thread = threading.Thread(target=self._run, name="pgqw-test-copies", daemon=True)
         self.thread.start()
@@ -129,22 +130,29 @@ class _Copies:
             self.todo.put(("make", ""))
 
     def _run(self) -> None:
-        with _admin(self.server) as conn:
-            while (item := self.todo.get()) is not None:
-                kind, name = item
-                try:
-                    if kind == "make":
-                        name = f"pgqw_t_{uuid.uuid4().hex[:12]}"
-                        conn.execute(sql.SQL("create database {} template {}").format(
-                            sql.Identifier(name), sql.Identifier(self.template)))
-                        self.ready.put(name)
-                    else:
-                        conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
-                except Exception as exc:  # a copy that failed fails the test that takes it
-                    if kind == "make":
-                        self.ready.put(exc)
+        try:
+            with _admin(self.server) as conn:
+                while (item := self.todo.get()) is not None:
+                    kind, name = item
+                    try:
+                        if kind == "make":
+                            name = f"pgqw_t_{uuid.uuid4().hex[:12]}"
+                            conn.execute(sql.SQL("create database {} template {}").format(
+                                sql.Identifier(name), sql.Identifier(self.template)))
+                            self.ready.put(name)
+                        else:
+                            conn.execute(sql.SQL("drop database if exists {} with (force)").format(
+                                sql.Identifier(name)))
+                    except psycopg.DatabaseError as exc:  # a copy that failed fails the test that takes it
+                        if kind == "make":
+                            self.ready.put(exc)
+        except Exception as exc:  # the admin connection is gone: the tests waiting for a copy fail with it
+            self.failed = exc
+            self.ready.put(exc)
 
     def take(self) -> str:
+        if self.failed is not None:
+            raise self.failed
         self.todo.put(("make", ""))
         got = self.ready.get(timeout=300)
         if isinstance(got, BaseException):
