@@ -324,8 +324,9 @@ def _validator(schema_json: str) -> Any:
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
-def _check_job_request(body: Any) -> tuple[JobRequest, db.TaskType]:
-    """The valid request and its task type; else 422 naming every bad field."""
+def _check_job_request(body: Any) -> tuple[JobRequest, db.TaskType | None]:
+    """The valid request and its task type (None: not registered, which enqueue_job decides on: QT422, or
+    accepted where queue_settings.accept_unregistered_types is on); else 422 naming every bad field."""
     if not isinstance(body, dict):
         raise ApiError(422, "validation_failed", "the body must be a JSON object",
                        [{"field": "body", "problem": "must be a JSON object"}])
@@ -339,9 +340,6 @@ def _check_job_request(body: Any) -> tuple[JobRequest, db.TaskType]:
     job_type = body.get("type")
     if isinstance(job_type, str) and not any(e["field"] == "type" for e in errors):
         task_type = task_types().get(job_type)
-        if task_type is None:
-            known = ", ".join(task_types().names()) or "none is registered yet (start a worker)"
-            errors.append({"field": "type", "problem": f"must be a registered task type: {known}"})
     payload = body.get("payload")
     if task_type is not None and isinstance(payload, dict):
         errors.extend(_schema_errors(task_type.payload_schema, payload))
@@ -354,7 +352,7 @@ def _check_job_request(body: Any) -> tuple[JobRequest, db.TaskType]:
     queue = body.get("queue")
     if isinstance(queue, str) and _bad_text(queue):
         errors.append({"field": "queue", "problem": _bad_text(queue) or ""})
-    if errors or request_ok is None or task_type is None:
+    if errors or request_ok is None:
         raise ApiError(422, "validation_failed",
                        "the job is not valid: " + "; ".join(f"{e['field']} {e['problem']}" for e in errors),
                        errors)
@@ -409,10 +407,10 @@ def create_job() -> Response:
     """One insert: 202 with a new job, 200 with the job this key already made."""
     _require_json_body()
     key = _idempotency_key()
-    req, task_type = _check_job_request(_read_json_body())
+    req, _task_type = _check_job_request(_read_json_body())
     with pool().connection(autocommit=True) as conn:  # one call
         job = db.enqueue_job(
-            conn, type=task_type.name, payload=req.payload, idempotency_key=key, queue=req.queue,
+            conn, type=req.type, payload=req.payload, idempotency_key=key, queue=req.queue,
             priority=req.priority, run_at=req.run_at,
             delay=timedelta(milliseconds=req.delay_ms) if req.delay_ms is not None else None,
             max_attempts=req.max_attempts if req.max_attempts is not None else current_app.config["MAX_ATTEMPTS"],
@@ -581,19 +579,36 @@ def list_queues() -> Response:
                 "oldestReadyAgeSeconds": q.oldest_ready_age_seconds} for q in found])
 
 
+def _create_queue(body: Any = None) -> bool:
+    """?create=true (or "create": true in a JSON body): set up a queue that is not known yet (else 404)."""
+    raw = request.args.get("create")
+    if raw is not None and raw.lower() not in ("true", "false", "1", "0"):
+        raise ApiError(400, "invalid_argument", "create must be true or false",
+                       [{"field": "create", "problem": "must be true or false"}])
+    flag = body.get("create", False) if isinstance(body, dict) else False
+    if not isinstance(flag, bool):
+        raise ApiError(400, "invalid_argument", "create must be true or false",
+                       [{"field": "create", "problem": "must be true or false"}])
+    return flag or (raw is not None and raw.lower() in ("true", "1"))
+
+
 @bp.post("/queues/<name>/pause")
 def pause_queue(name: str) -> Response:
-    """Claims skip the queue; enqueues still land in it (pause_queue). Idempotent."""
+    """Claims skip the queue; enqueues still land in it (pause_queue). Idempotent. A queue not known
+    yet is 404 unless ?create=true."""
+    queue = _queue_name(name)
     with pool().connection() as conn:
-        row = db.pause_queue(conn, queue=_queue_name(name))
+        row = db.pause_queue(conn, queue=queue, create=_create_queue())
     return ok(queue_json(row))
 
 
 @bp.post("/queues/<name>/resume")
 def resume_queue(name: str) -> Response:
-    """Claims take from the queue again (resume_queue). Idempotent."""
+    """Claims take from the queue again (resume_queue). Idempotent. A queue not known yet is 404 unless
+    ?create=true."""
+    queue = _queue_name(name)
     with pool().connection() as conn:
-        row = db.resume_queue(conn, queue=_queue_name(name))
+        row = db.resume_queue(conn, queue=queue, create=_create_queue())
     return ok(queue_json(row))
 
 
@@ -606,7 +621,7 @@ def set_queue_limit(name: str) -> Response:
     if not isinstance(body, dict) or "max_running" not in body:
         raise ApiError(400, "invalid_argument", 'send {"max_running": n} (a whole number of at least 1) or null',
                        [{"field": "max_running", "problem": "is required"}])
-    unknown = sorted(set(body) - {"max_running"})
+    unknown = sorted(set(body) - {"max_running", "create"})
     if unknown:
         raise ApiError(400, "invalid_argument", f"unknown field {unknown[0][:64]!r}",
                        [{"field": k[:64], "problem": "unknown field"} for k in unknown])
@@ -616,7 +631,7 @@ def set_queue_limit(name: str) -> Response:
         raise ApiError(400, "invalid_argument", f"max_running {problem}",
                        [{"field": "max_running", "problem": problem}])
     with pool().connection() as conn:
-        row = db.set_queue_limit(conn, queue=queue, max_running=n)
+        row = db.set_queue_limit(conn, queue=queue, max_running=n, create=_create_queue(body))
     return ok(queue_json(row))
 
 
@@ -725,7 +740,7 @@ def set_queue_rate(name: str) -> Response:
     if not isinstance(body, dict) or "jobs_per_second" not in body:
         raise ApiError(400, "invalid_argument", 'send {"jobs_per_second": x} (a number above 0) or null',
                        [{"field": "jobs_per_second", "problem": "is required"}])
-    unknown = sorted(set(body) - {"jobs_per_second"})
+    unknown = sorted(set(body) - {"jobs_per_second", "create"})
     if unknown:
         raise ApiError(400, "invalid_argument", f"unknown field {unknown[0][:64]!r}",
                        [{"field": k[:64], "problem": "unknown field"} for k in unknown])
@@ -736,7 +751,7 @@ def set_queue_rate(name: str) -> Response:
         raise ApiError(400, "invalid_argument", f"jobs_per_second {problem}",
                        [{"field": "jobs_per_second", "problem": problem}])
     with pool().connection() as conn:
-        row = db.set_queue_rate(conn, queue=queue, jobs_per_second=x)
+        row = db.set_queue_rate(conn, queue=queue, jobs_per_second=x, create=_create_queue(body))
     return ok(queue_json(row))
 
 

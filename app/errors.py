@@ -42,6 +42,7 @@ DB_ERRORS: dict[str, tuple[int, str]] = {
     "QC400": (400, "invalid_cron"),
     "QR404": (404, "schedule_not_found"),
     "QT422": (422, "unknown_task_type"),
+    "QU404": (404, "queue_not_found"),
     "23505": (409, "conflict"),
     "23514": (400, "constraint_violated"),  # check_violation: a table's own rule refused the row
     "40001": (503, "unavailable"),  # serialization_failure
@@ -100,6 +101,8 @@ def _database_error(exc: psycopg.Error) -> Response:
         # Constraint names are part of the schema's documentation (db/migrations), not a secret.
         details["constraint"] = exc.diag.constraint_name
         message = f"the request breaks the table rule {exc.diag.constraint_name}"
+    if exc.sqlstate and exc.sqlstate[0] == "Q" and exc.diag.message_detail:
+        details["detail"] = exc.diag.message_detail
     if exc.diag.message_hint:
         details["hint"] = exc.diag.message_hint
     return envelope(status, code, message or "the request conflicts with the current state", details)

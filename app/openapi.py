@@ -48,6 +48,15 @@ _QUEUE_NAME = {
     "schema": {"type": "string", "minLength": 1, "maxLength": 100},
 }
 _NOT_FOUND = _error("no job with this id (also for a malformed id)")
+_CREATE_QUEUE = {
+    "name": "create", "in": "query", "required": False,
+    "description": "set up a queue that no job, setting, worker, task type or schedule has named yet (else 404)",
+    "schema": {"type": "string", "enum": ["true", "false", "1", "0"], "default": "false"},
+}
+_QUEUE_NOT_FOUND = _error("no job, setting, worker, task type or schedule has named this queue, and create was not "
+                          "asked for (code queue_not_found)")
+_CREATE_FIELD = {"type": "boolean", "default": False,
+                 "description": "set up a queue not known yet (as ?create=true); else 404"}
 _SCHEDULE_NAME = {
     "name": "id", "in": "path", "required": True,
     "description": "the schedule's name (1 to 100 letters, digits, _ . : -); any other names no schedule (404)",
@@ -176,14 +185,16 @@ SCHEMAS: dict[str, Any] = {
         "additionalProperties": False,
         "required": ["max_running"],
         "properties": {"max_running": {"type": ["integer", "null"], "minimum": 1, "maximum": 2147483647,
-                                       "description": "null removes the limit"}},
+                                       "description": "null removes the limit"},
+                       "create": _CREATE_FIELD},
     },
     "QueueRate": {
         "type": "object",
         "additionalProperties": False,
         "required": ["jobs_per_second"],
         "properties": {"jobs_per_second": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1000000,
-                                           "description": "at most 6 decimal places; null removes the rate"}},
+                                           "description": "at most 6 decimal places; null removes the rate"},
+                       "create": _CREATE_FIELD},
     },
     "TaskType": {
         "type": "object",
@@ -438,18 +449,20 @@ OPENAPI: dict[str, Any] = {
             "post": {
                 "operationId": "pauseQueue",
                 "summary": "Pause a queue: claims skip it, enqueues still land in it (idempotent)",
-                "parameters": [_QUEUE_NAME],
+                "parameters": [_QUEUE_NAME, _CREATE_QUEUE],
                 "responses": {"200": _data(_ref("Queue"), "the queue, paused"),
-                              "400": _error("a blank or over-long name"), "503": _UNAVAILABLE},
+                              "400": _error("a blank or over-long name, or create not a boolean"),
+                              "404": _QUEUE_NOT_FOUND, "503": _UNAVAILABLE},
             },
         },
         "/api/queues/{id}/resume": {
             "post": {
                 "operationId": "resumeQueue",
                 "summary": "Resume a queue: claims take from it again (idempotent)",
-                "parameters": [_QUEUE_NAME],
+                "parameters": [_QUEUE_NAME, _CREATE_QUEUE],
                 "responses": {"200": _data(_ref("Queue"), "the queue, running"),
-                              "400": _error("a blank or over-long name"), "503": _UNAVAILABLE},
+                              "400": _error("a blank or over-long name, or create not a boolean"),
+                              "404": _QUEUE_NOT_FOUND, "503": _UNAVAILABLE},
             },
         },
         "/api/queues/{id}/limit": {
@@ -457,11 +470,12 @@ OPENAPI: dict[str, Any] = {
                 "operationId": f"setQueueLimit{suffix}",
                 "summary": "At most max_running of the queue's jobs processing at once, across all workers "
                            "(null: no limit)",
-                "parameters": [_QUEUE_NAME],
+                "parameters": [_QUEUE_NAME, _CREATE_QUEUE],
                 "requestBody": {"required": True,
                                 "content": {"application/json": {"schema": _ref("QueueLimit")}}},
                 "responses": {"200": _data(_ref("Queue"), "the queue with its limit"),
                               "400": _error("a bad name, or max_running missing, below 1 or not a whole number"),
+                              "404": _QUEUE_NOT_FOUND,
                               "413": _error("the body is too large"),
                               "415": _error("the body is not application/json"),
                               "503": _UNAVAILABLE},
@@ -522,12 +536,13 @@ OPENAPI: dict[str, Any] = {
                 "operationId": f"setQueueRate{suffix}",
                 "summary": "At most jobs_per_second of the queue's jobs started per second, across all workers "
                            "(null: no rate); checked at each claim",
-                "parameters": [_QUEUE_NAME],
+                "parameters": [_QUEUE_NAME, _CREATE_QUEUE],
                 "requestBody": {"required": True,
                                 "content": {"application/json": {"schema": _ref("QueueRate")}}},
                 "responses": {"200": _data(_ref("Queue"), "the queue with its rate"),
                               "400": _error("a bad name, or jobs_per_second missing, not a number, not above 0, "
                                             "above 1000000 or with more than 6 decimal places"),
+                              "404": _QUEUE_NOT_FOUND,
                               "413": _error("the body is too large"),
                               "415": _error("the body is not application/json"),
                               "503": _UNAVAILABLE},

@@ -360,6 +360,19 @@ class CpuWindow:
 # ----------------------------------------------------------------------------- database helpers
 
 
+def new_database(admin: psycopg.Connection, name: str) -> None:
+    """A new empty database whose own default search_path starts with the queue's schema: the benchmark's
+    SQL (its raw baselines and checks) names the queue's tables plainly. pgqw itself names every object
+    with the schema and does not rely on it."""
+    from psycopg import sql
+
+    from pgqw import schema
+
+    admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+    admin.execute(sql.SQL("alter database {} set search_path = {}, public").format(
+        sql.Identifier(name), sql.Identifier(schema.name())))
+
+
 def connect(dsn: str, **kwargs: Any) -> psycopg.Connection:
     return psycopg.connect(dsn, **{"autocommit": True, "application_name": "pgqw-bench", **kwargs})
 

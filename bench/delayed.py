@@ -19,7 +19,14 @@ from datetime import datetime, timedelta, timezone
 from pgqw import db
 
 from . import queue
-from .common import Context, calls_delta, connect, function_calls, percentile, reset_queue
+from .common import (
+    Context,
+    calls_delta,
+    connect,
+    function_calls,
+    percentile,
+    reset_queue,
+)
 from .procs import Workers
 
 # Per profile: jobs per second (the 50), seconds of enqueueing, the run_at range ahead, the share

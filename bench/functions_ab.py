@@ -24,6 +24,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from bench.common import new_database
 from pgqw import db
 from pgqw.migrate import migrate
 
@@ -36,7 +37,7 @@ LOCAL = "postgresql://postgres@127.0.0.1:5432/postgres"
 def measure(dsn: str, jobs: int, batch: int, procs: int, sql_dir: Path | None = None) -> str:
     name = f"pgqw_fab_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+        new_database(admin, name)
     url = make_conninfo(dsn, dbname=name)
     try:
         migrate(url, log=lambda line: None, **({"sql_dir": sql_dir} if sql_dir else {}))

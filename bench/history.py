@@ -35,6 +35,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from bench.common import new_database
 from pgqw import launch
 from pgqw.migrate import migrate
 
@@ -303,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             dsn = make_conninfo(admin_dsn, dbname=name)
             if not args.reuse:
                 with psycopg.connect(admin_dsn, autocommit=True) as conn:
-                    conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+                    new_database(conn, name)
                 log(f"database {name} on the {kind}")
             if not args.keep and not args.reuse:
                 stack.callback(_drop, admin_dsn, name, log)
@@ -339,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         *shape_lines,
         *(["fill: " + ", ".join(f"{k} {v:.0f}s" for k, v in took.items())] if took else []),
         "",
-        f"timings (client side; the API with METRICS_CACHE_MS=0 so every scrape runs queue_stats()):",
+        "timings (client side; the API with METRICS_CACHE_MS=0 so every scrape runs queue_stats()):",
         *results,
     ]
     text = "\n".join(report) + "\n"

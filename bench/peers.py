@@ -51,7 +51,17 @@ from pgqw import launch
 
 from . import raw
 from .common import (
-    ROOT, Context, CpuWindow, ServerCpu, connect, percentile, proc_cpu_s, run_clients, split, throughput,
+    ROOT,
+    Context,
+    CpuWindow,
+    ServerCpu,
+    connect,
+    new_database,
+    percentile,
+    proc_cpu_s,
+    run_clients,
+    split,
+    throughput,
 )
 
 PEER_DSN_ENV = "PGQW_BENCH_PEER_DSN"
@@ -478,7 +488,7 @@ def _latency_rep(ctx: Context, peer: Peer, dsn: str, rep: int) -> None:
 def peer_database(ctx: Context, peer: Peer):
     name = f"pgqw_bench_peer_{peer.name}_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(ctx.admin_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+        new_database(conn, name)
     try:
         yield make_conninfo(ctx.admin_dsn, dbname=name)
     finally:

@@ -30,7 +30,12 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from pgqw import db, demo, launch, tasks  # demo: its @task definitions, the noop task among them
+from bench.common import new_database
+from pgqw import (  # demo: its @task definitions, the noop task among them
+    db,
+    launch,
+    tasks,
+)
 from pgqw.migrate import migrate
 
 from .common import ROOT, proc_cpu_s, run_clients, split
@@ -116,7 +121,9 @@ def profile_worker(url: str, concurrency: int, jobs: int, work: Path) -> str:
 
 
 def profile_api(url: str, requests: int, clients: int, work: Path) -> str:
-    from .sections import _http_client  # the benchmark's own client: POST /api/jobs, one connection each
+    from .sections import (
+        _http_client,  # the benchmark's own client: POST /api/jobs, one connection each
+    )
 
     api = launch.start_api(0, database_url=url, log=work / "api.log", cwd=ROOT)
     try:
@@ -145,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     name = f"pgqw_profile_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(a.dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+        new_database(admin, name)
     url = make_conninfo(a.dsn, dbname=name)
     work = Path(tempfile.mkdtemp(prefix="pgqw-profile-"))
     try:

@@ -34,6 +34,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from bench.common import new_database
 from pgqw.migrate import migrate
 
 from . import report
@@ -84,7 +85,7 @@ def server(dsn: str | None, log) -> Iterator[tuple[str, str]]:
 def scratch_database(admin_dsn: str, log) -> Iterator[str]:
     name = f"pgqw_bench_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+        new_database(conn, name)
         # Per-function call counts for the profile (pg_stat_user_functions), this database only.
         conn.execute(sql.SQL("alter database {} set track_functions = 'all'").format(sql.Identifier(name)))
     dsn = make_conninfo(admin_dsn, dbname=name)

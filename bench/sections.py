@@ -21,8 +21,20 @@ from pgqw import db
 
 from . import queue, raw
 from .common import (
-    Context, CpuWindow, ServerCpu, calls_delta, connect, database_commits, function_calls,
-    percentile, reset_queue, run_clients, split, stats_delta, table_stats, throughput,
+    Context,
+    CpuWindow,
+    ServerCpu,
+    calls_delta,
+    connect,
+    database_commits,
+    function_calls,
+    percentile,
+    reset_queue,
+    run_clients,
+    split,
+    stats_delta,
+    table_stats,
+    throughput,
     wait_for_stats,
 )
 from .delayed import section_delayed

@@ -51,6 +51,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
+from bench.common import new_database
 from pgqw import db
 from pgqw.migrate import migrate
 
@@ -245,7 +246,7 @@ def measure(dsn: str, variant_sql: str, calls: int, warmup: int, make_meter: Cal
     """One round of every step on a fresh scratch database: {step: cost per job}."""
     name = f"pgqw_cost_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+        new_database(admin, name)
     url = make_conninfo(dsn, dbname=name)
     meter = make_meter(url)
     out: dict[str, float] = {}

@@ -25,7 +25,12 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from pgqw import db, demo, launch, tasks  # demo: its @task definitions, the noop task among them
+from bench.common import new_database
+from pgqw import (  # demo: its @task definitions, the noop task among them
+    db,
+    launch,
+    tasks,
+)
 from pgqw.migrate import migrate
 
 from .common import ROOT, ServerCpu, database_commits, proc_cpu_s
@@ -38,7 +43,7 @@ def drain(dsn: str, jobs: int, concurrency: int, batch_claim: bool, procs: int, 
           functions: bool = False, env_extra: dict[str, str] | None = None) -> str:
     name = f"pgqw_ab_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+        new_database(admin, name)
         if functions:
             admin.execute(sql.SQL("alter database {} set track_functions = 'pl'").format(sql.Identifier(name)))
     url = make_conninfo(dsn, dbname=name)

@@ -15,7 +15,7 @@ import psycopg
 from . import config
 from .config import ConfigError
 from .argtypes import duration, port, whole
-from .errors import UsageError
+from .errors import NO_QUEUE, UsageError, no_queue_message
 from .migrate import MigrationError
 
 
@@ -26,15 +26,63 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _task_modules(args: argparse.Namespace, settings: config.Settings) -> tuple[str, ...]:
+    """--tasks (repeatable, comma-separated), else PGQW_TASKS, else the demo's."""
+    from .tasks import parse_modules
+
+    if getattr(args, "tasks", None):
+        modules = parse_modules(args.tasks)
+        if not modules:
+            raise ConfigError("--tasks must name at least one module")
+        return modules
+    return settings.task_modules
+
+
+def register_tasks(url: str, modules: Sequence[str]) -> None:
+    """The task types (and their code schedules) of the modules into the database, as a worker's start
+    writes them; prints what was registered. A module that cannot be loaded is one line (UsageError)."""
+    from .tasks import TaskDefinitionError, register_modules
+
+    with psycopg.connect(url) as conn:  # one transaction
+        try:
+            done = register_modules(conn, modules)
+        except TaskDefinitionError as exc:
+            raise UsageError(str(exc)) from None
+    print(f"registered task types: {', '.join(done.task_types)} (from {', '.join(modules)})")
+    for s in done.schedules:
+        print(f"registered schedule {s.name}: {s.task_type} at {s.cron!r}"
+              + (" (a DBA's schedule of that name wins)" if s.source == "sql" else ""))
+
+
 def cmd_migrate(args: argparse.Namespace) -> int:
     from .embedded import database_url
     from .migrate import migrate
 
     settings = config.load()
+    modules = _task_modules(args, settings)
     create_roles = settings.create_roles and not args.no_roles
-    result = migrate(database_url(settings), log=print, create_roles=create_roles)
+    url = database_url(settings)
+    result = migrate(url, log=print, create_roles=create_roles)
     if not result.applied:
         print(f"migrations up to date ({len(result.skipped)} applied before)")
+    register_tasks(url, modules)
+    return 0
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from .embedded import database_url
+
+    settings = config.load()
+    url = database_url(settings)
+    if args.action == "register":
+        register_tasks(url, _task_modules(args, settings))
+        return 0
+    from . import db
+    from .tables import format_table
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        found = db.get_task_types(conn)
+    print(format_table(found, ["name", "queue", "priority", "max_attempts", "lease_ms", "description"]))
     return 0
 
 
@@ -84,7 +132,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-roles", action="store_true",
                    help="do not create the pgqw_api, pgqw_worker and pgqw_admin roles (a managed database that "
                    "forbids CREATE ROLE; also PGQW_CREATE_ROLES=0); grants still go to those that exist")
+    p.add_argument("--tasks", action="append", metavar="MODULES",
+                   help="then register the task types (and code schedules) of these modules, as a worker's start "
+                   "does, so their jobs are accepted before any worker runs; comma-separated or repeated "
+                   "(default PGQW_TASKS, else the demo's pgqw.demo)")
     p.set_defaults(func=cmd_migrate)
+
+    p = sub.add_parser("tasks", help="register task types at deploy time, or list the registered ones",
+                       description="Task types: `register` writes the payload schemas, code defaults and code "
+                       "schedules of the given modules into the database, as a worker's start does (a DBA's "
+                       "overrides stay); `list` shows the registered ones.")
+    tsub = p.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=Parser)
+    tp = tsub.add_parser("register", help="register the task types of modules (as a worker's start does)",
+                         description="Register the task types and code schedules of the modules, as a worker's "
+                         "start does, so jobs of those types are accepted before any worker runs.")
+    tp.add_argument("--tasks", action="append", metavar="MODULES",
+                    help="import paths of the task modules, comma-separated or repeated (default PGQW_TASKS, else "
+                    "the demo's pgqw.demo); the current folder is on the path")
+    tsub.add_parser("list", help="the registered task types and their effective settings",
+                    description="List the registered task types with their effective queue, priority, attempts "
+                    "and lease.")
+    p.set_defaults(func=cmd_tasks)
 
     p = sub.add_parser("api", help="serve the JSON API and the web page",
                        description="Serve the JSON API and the web page with waitress (production server).")
@@ -167,11 +235,15 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Pause a queue: no worker claims its jobs until it is resumed; jobs still "
                        "enqueue into it and running ones finish. Pausing a paused queue is fine.")
     p.add_argument("queue", help="the queue's name")
+    p.add_argument("--create", action="store_true",
+                   help="set up a queue that has no job, setting, worker, task type or schedule yet (else refused)")
     p.set_defaults(func=_lazy("pgqw.tools", "cmd_pause"))
 
     p = sub.add_parser("resume", help="resume a paused queue",
                        description="Resume a queue: workers claim its jobs again. Resuming a running queue is fine.")
     p.add_argument("queue", help="the queue's name")
+    p.add_argument("--create", action="store_true",
+                   help="set up a queue that has no job, setting, worker, task type or schedule yet (else refused)")
     p.set_defaults(func=_lazy("pgqw.tools", "cmd_resume"))
 
     p = sub.add_parser("limit", help="at most N of a queue's jobs running at once, across all workers",
@@ -179,6 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "workers (none removes the limit). Running jobs above a lowered limit finish.")
     p.add_argument("queue", help="the queue's name")
     p.add_argument("max_running", metavar="N|none", help="a whole number of at least 1, or none")
+    p.add_argument("--create", action="store_true",
+                   help="set up a queue that has no job, setting, worker, task type or schedule yet (else refused)")
     p.set_defaults(func=_lazy("pgqw.tools", "cmd_limit"))
 
     p = sub.add_parser("schedules", help="list the periodic jobs: cron, state, last and next slot",
@@ -217,6 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("jobs_per_second", metavar="N|none",
                    help="a number above 0, at most 1000000, with at most 6 decimal places (0.5: one job every "
                    "2 s), or none")
+    p.add_argument("--create", action="store_true",
+                   help="set up a queue that has no job, setting, worker, task type or schedule yet (else refused)")
     p.set_defaults(func=_lazy("pgqw.tools", "cmd_rate"))
 
     # The lab (break-it scenarios, chaos soak, benchmark) is not installed: these commands load it
@@ -260,6 +336,9 @@ def _run(argv: Sequence[str] | None) -> int:
     except psycopg.OperationalError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"pgqw {args.command}: cannot reach the database: {first}", file=sys.stderr)
+        return 1
+    except NO_QUEUE as exc:
+        print(f"pgqw {args.command}: {no_queue_message(exc)}", file=sys.stderr)
         return 1
     except psycopg.Error as exc:
         print(f"pgqw {args.command}: database error {exc.sqlstate}: {exc.diag.message_primary or exc}",

@@ -15,7 +15,8 @@
 The same with `psycopg.AsyncConnection`: `await send_welcome.enqueue_async(aconn, ...)`,
 `await client.wait_async(aconn, job.id, timeout=30)`. A job of a type your code does not import can
 be enqueued by name: `client.enqueue(conn, "send_welcome", {"email": ...})` (no payload check here;
-the API checks against the registered schema). Every call goes through the stored functions
+the API checks against the registered schema). A type nobody registered is refused by enqueue_job
+(psycopg error with sqlstate QT422), as the API refuses it. Every call goes through the stored functions
 (pgqw.db); nothing here decides a job's state.
 
 The connection's role needs EXECUTE on enqueue_job / enqueue_jobs (the queue's owner, pgqw_api,

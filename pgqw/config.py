@@ -161,6 +161,12 @@ class Settings:
 
 def load() -> Settings:
     """Reads the settings from the environment. Raises ConfigError naming the bad variable."""
+    from pgqw import schema
+
+    try:
+        schema.name()  # PGQW_SCHEMA: checked here, so every command refuses a bad one at start
+    except schema.SchemaNameError as exc:
+        raise ConfigError(str(exc)) from None
     queues_raw = os.environ.get("WORKER_QUEUES", "").strip()
     s = Settings(
         database_url=os.environ.get("DATABASE_URL") or None,

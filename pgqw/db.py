@@ -4,7 +4,9 @@ The app, the worker, the CLI and the client call these and nothing else: apart f
 runner's ledger (pgqw/migrate.py), no other module of the installed package holds SQL. The lab's own
 read-only checks live with the lab (tests/lab/queries.py).
 Each takes an open psycopg connection first, so a caller can group calls in one transaction,
-and keyword arguments after it. Results are typed with dataclasses through class_row.
+and keyword arguments after it. Results are typed with dataclasses through class_row. Every statement
+names the queue's objects with its schema (`pgqw.`, put through pgqw.schema.qualify for PGQW_SCHEMA), so
+it runs on any connection, whatever that connection's search_path.
 """
 from __future__ import annotations
 
@@ -12,11 +14,13 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import psycopg
 from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
+
+from pgqw.schema import qualify as _q
 
 NOTIFY_CHANNEL = "pgqw_jobs"
 # A job comes due later: payload '<ms> <queue>' ('<ms>+ <queue>': and more of that queue after it), <ms> on the
@@ -102,7 +106,7 @@ class CancelledJob(Job):
 
 
 _ENQUEUE_JOB_SQL = (
-    "select * from enqueue_job(%(type)s::text, %(payload)s::jsonb, %(key)s::text, %(queue)s::text,"
+    "select * from pgqw.enqueue_job(%(type)s::text, %(payload)s::jsonb, %(key)s::text, %(queue)s::text,"
     " %(priority)s::integer, coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval),"
     " %(max_attempts)s::integer, %(unique_for)s::interval)"
 )
@@ -132,7 +136,7 @@ def enqueue_job(
     defaults ('default', 0, queue_settings). delay counts from the database's clock. unique_for: the
     key is unique only within that window of run_at (stored as `<key>@<window start>`)."""
     with conn.cursor(row_factory=class_row(EnqueuedJob)) as cur:
-        cur.execute(_ENQUEUE_JOB_SQL, _enqueue_params(type, payload, idempotency_key, queue, priority, run_at,
+        cur.execute(_q(_ENQUEUE_JOB_SQL), _enqueue_params(type, payload, idempotency_key, queue, priority, run_at,
                                                       delay, max_attempts, unique_for))
         row = cur.fetchone()
     assert row is not None
@@ -153,7 +157,7 @@ async def enqueue_job_async(
     unique_for: timedelta | None = None,
 ) -> EnqueuedJob:
     async with conn.cursor(row_factory=class_row(EnqueuedJob)) as cur:
-        await cur.execute(_ENQUEUE_JOB_SQL, _enqueue_params(type, payload, idempotency_key, queue, priority, run_at,
+        await cur.execute(_q(_ENQUEUE_JOB_SQL), _enqueue_params(type, payload, idempotency_key, queue, priority, run_at,
                                                             delay, max_attempts, unique_for))
         row = await cur.fetchone()
     assert row is not None
@@ -171,8 +175,8 @@ def claim_job(
     """The next ready job of these queues and task types (None: any) with its lease token, or None."""
     with conn.cursor(row_factory=class_row(ClaimedJob)) as cur:
         cur.execute(
-            "select * from claim_job(%(worker_id)s::text, %(queues)s::text[], %(lease_ms)s::integer,"
-            " %(types)s::text[])",
+            _q("select * from pgqw.claim_job(%(worker_id)s::text, %(queues)s::text[], %(lease_ms)s::integer,"
+            " %(types)s::text[])"),
             {"worker_id": worker_id, "queues": list(queues) if queues else None, "lease_ms": lease_ms,
              "types": list(task_types) if task_types is not None else None},
         )
@@ -196,7 +200,7 @@ def next_run_at(
     (None: any) in unpaused queues, each with how many ms ahead it is on the server's clock."""
     with conn.cursor(row_factory=class_row(NextRunAt)) as cur:
         cur.execute(
-            "select * from next_run_at(%(queues)s::text[], %(types)s::text[], %(limit)s::integer)",
+            _q("select * from pgqw.next_run_at(%(queues)s::text[], %(types)s::text[], %(limit)s::integer)"),
             {"queues": list(queues) if queues else None,
              "types": list(task_types) if task_types is not None else None, "limit": limit},
         )
@@ -215,8 +219,8 @@ def claim_jobs(
     """Up to limit ready jobs of these queues and task types (None: any), each with its lease token."""
     with conn.cursor(row_factory=class_row(ClaimedJob)) as cur:
         cur.execute(
-            "select * from claim_jobs(%(worker_id)s::text, %(limit)s::integer, %(queues)s::text[],"
-            " %(lease_ms)s::integer, %(types)s::text[])",
+            _q("select * from pgqw.claim_jobs(%(worker_id)s::text, %(limit)s::integer, %(queues)s::text[],"
+            " %(lease_ms)s::integer, %(types)s::text[])"),
             {"worker_id": worker_id, "limit": limit, "queues": list(queues) if queues else None,
              "lease_ms": lease_ms, "types": list(task_types) if task_types is not None else None},
         )
@@ -232,8 +236,8 @@ def mark_succeeded(
     content_type, value, data = result if result is not None else (None, None, None)
     with conn.cursor(row_factory=class_row(RecordedJob)) as cur:
         cur.execute(
-            "select * from mark_succeeded(%(job_id)s::uuid, %(token)s::uuid, %(type)s::text, %(value)s::jsonb,"
-            " %(data)s::bytea)",
+            _q("select * from pgqw.mark_succeeded(%(job_id)s::uuid, %(token)s::uuid, %(type)s::text, %(value)s::jsonb,"
+            " %(data)s::bytea)"),
             {"job_id": job_id, "token": lease_token, "type": content_type,
              "value": Jsonb(value) if data is None and content_type is not None else None, "data": data},
         )
@@ -255,9 +259,9 @@ def mark_failed(
 ) -> RecordedJob:
     with conn.cursor(row_factory=class_row(RecordedJob)) as cur:
         cur.execute(
-            "select * from mark_failed(%(job_id)s::uuid, %(token)s::uuid,"
+            _q("select * from pgqw.mark_failed(%(job_id)s::uuid, %(token)s::uuid,"
             " %(error)s::text, %(retryable)s::boolean, %(base_ms)s::integer,"
-            " %(max_jitter_ms)s::integer, %(max_delay_ms)s::integer)",
+            " %(max_jitter_ms)s::integer, %(max_delay_ms)s::integer)"),
             {"job_id": job_id, "token": lease_token, "error": error,
              "retryable": retryable, "base_ms": base_ms, "max_jitter_ms": max_jitter_ms,
              "max_delay_ms": max_delay_ms},
@@ -274,7 +278,7 @@ def heartbeat(
     the answer is no longer held by that token."""
     with conn.cursor(row_factory=class_row(Lease)) as cur:
         cur.execute(
-            "select * from heartbeat(%(job_ids)s::uuid[], %(tokens)s::uuid[], %(lease_ms)s::integer)",
+            _q("select * from pgqw.heartbeat(%(job_ids)s::uuid[], %(tokens)s::uuid[], %(lease_ms)s::integer)"),
             {"job_ids": [j for j, _ in leases], "tokens": [t for _, t in leases], "lease_ms": lease_ms},
         )
         return cur.fetchall()
@@ -283,14 +287,14 @@ def heartbeat(
 def sweep_stuck(conn: psycopg.Connection) -> list[Swept]:
     """Recovers the jobs whose lease expired, by the server's clock."""
     with conn.cursor(row_factory=class_row(Swept)) as cur:
-        cur.execute("select * from sweep_stuck()")
+        cur.execute(_q("select * from pgqw.sweep_stuck()"))
         return cur.fetchall()
 
 
 def sweep_stuck_at(conn: psycopg.Connection, *, now: datetime) -> list[Swept]:
     """sweep_stuck as if it were `now`: the owner's test clock and repairs (no role may call it)."""
     with conn.cursor(row_factory=class_row(Swept)) as cur:
-        cur.execute("select * from sweep_stuck_at(%(now)s::timestamptz)", {"now": now})
+        cur.execute(_q("select * from pgqw.sweep_stuck_at(%(now)s::timestamptz)"), {"now": now})
         return cur.fetchall()
 
 
@@ -307,7 +311,7 @@ def prune_jobs(
         args.append("p_batch => %(batch)s::integer")
     with conn.cursor(row_factory=dict_row) as cur:
         cur.execute(
-            "select prune_jobs(" + ", ".join(args) + ") as deleted",  # fixed text; values are parameters
+            _q("select pgqw.prune_jobs(" + ", ".join(args) + ") as deleted"),  # fixed text; values are parameters
             {"older_than": older_than, "statuses": None if statuses is None else list(statuses), "batch": batch},
         )
         row = cur.fetchone()
@@ -320,7 +324,7 @@ def release_job(
 ) -> RecordedJob:
     with conn.cursor(row_factory=class_row(RecordedJob)) as cur:
         cur.execute(
-            "select * from release_job(%(job_id)s::uuid, %(token)s::uuid, %(reason)s::text)",
+            _q("select * from pgqw.release_job(%(job_id)s::uuid, %(token)s::uuid, %(reason)s::text)"),
             {"job_id": job_id, "token": lease_token, "reason": reason},
         )
         row = cur.fetchone()
@@ -331,7 +335,7 @@ def release_job(
 def retry_dead(conn: psycopg.Connection, *, job_id: uuid.UUID | str, extra_attempts: int | None = None) -> Job:
     with conn.cursor(row_factory=class_row(Job)) as cur:
         cur.execute(
-            "select * from retry_dead(%(job_id)s::uuid, %(extra)s::integer)",
+            _q("select * from pgqw.retry_dead(%(job_id)s::uuid, %(extra)s::integer)"),
             {"job_id": job_id, "extra": extra_attempts},
         )
         row = cur.fetchone()
@@ -342,7 +346,7 @@ def retry_dead(conn: psycopg.Connection, *, job_id: uuid.UUID | str, extra_attem
 def cancel_job(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> CancelledJob:
     """A waiting job ends cancelled at once; a processing one is asked to stop."""
     with conn.cursor(row_factory=class_row(CancelledJob)) as cur:
-        cur.execute("select * from cancel_job(%(job_id)s::uuid)", {"job_id": job_id})
+        cur.execute(_q("select * from pgqw.cancel_job(%(job_id)s::uuid)"), {"job_id": job_id})
         row = cur.fetchone()
     assert row is not None
     return row
@@ -352,7 +356,7 @@ def mark_cancelled(conn: psycopg.Connection, *, job_id: uuid.UUID | str, lease_t
     """Ends the token's attempt cancelled: its job was asked to cancel."""
     with conn.cursor(row_factory=class_row(RecordedJob)) as cur:
         cur.execute(
-            "select * from mark_cancelled(%(job_id)s::uuid, %(token)s::uuid)", {"job_id": job_id, "token": lease_token}
+            _q("select * from pgqw.mark_cancelled(%(job_id)s::uuid, %(token)s::uuid)"), {"job_id": job_id, "token": lease_token}
         )
         row = cur.fetchone()
     assert row is not None
@@ -363,28 +367,28 @@ def mark_cancelled(conn: psycopg.Connection, *, job_id: uuid.UUID | str, lease_t
 
 def get_job(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> Job | None:
     with conn.cursor(row_factory=class_row(Job)) as cur:
-        cur.execute("select * from jobs where id = %(job_id)s::uuid", {"job_id": job_id})
+        cur.execute(_q("select * from pgqw.jobs where id = %(job_id)s::uuid"), {"job_id": job_id})
         return cur.fetchone()
 
 
 def get_attempts(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> list[Attempt]:
     with conn.cursor(row_factory=class_row(Attempt)) as cur:
         cur.execute(
-            "select * from job_attempts where job_id = %(job_id)s::uuid order by attempt", {"job_id": job_id}
+            _q("select * from pgqw.job_attempts where job_id = %(job_id)s::uuid order by attempt"), {"job_id": job_id}
         )
         return cur.fetchall()
 
 
 def get_flyer(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> bytes | None:
     row = conn.execute(
-        "select pdf from flyers where job_id = %(job_id)s::uuid", {"job_id": job_id}
+        _q("select pdf from pgqw.flyers where job_id = %(job_id)s::uuid"), {"job_id": job_id}
     ).fetchone()
     return bytes(row[0]) if row else None
 
 
 def count_flyers(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> int:
     row = conn.execute(
-        "select count(*) from flyers where job_id = %(job_id)s::uuid", {"job_id": job_id}
+        _q("select count(*) from pgqw.flyers where job_id = %(job_id)s::uuid"), {"job_id": job_id}
     ).fetchone()
     return int(row[0]) if row else 0
 
@@ -400,13 +404,13 @@ class Page:
 # jobs_status_created_idx (status, created_at desc, id desc); the cursor is a row comparison the index
 # starts from, the order is the index's, and the scan stops after the limit. No sort, no sequential scan.
 _LIST_JOBS_SQL: dict[tuple[bool, bool], str] = {
-    (False, False): "select * from jobs"
+    (False, False): "select * from pgqw.jobs"
                     " order by created_at desc, id desc limit %(limit)s::integer",
-    (True, False): "select * from jobs where status = %(status)s::text"
+    (True, False): "select * from pgqw.jobs where status = %(status)s::text"
                    " order by created_at desc, id desc limit %(limit)s::integer",
-    (False, True): "select * from jobs where (created_at, id) < (%(after_at)s::timestamptz, %(after_id)s::uuid)"
+    (False, True): "select * from pgqw.jobs where (created_at, id) < (%(after_at)s::timestamptz, %(after_id)s::uuid)"
                    " order by created_at desc, id desc limit %(limit)s::integer",
-    (True, True): "select * from jobs where status = %(status)s::text"
+    (True, True): "select * from pgqw.jobs where status = %(status)s::text"
                   " and (created_at, id) < (%(after_at)s::timestamptz, %(after_id)s::uuid)"
                   " order by created_at desc, id desc limit %(limit)s::integer",
 }
@@ -428,7 +432,7 @@ def list_jobs(
     if after is not None:
         params["after_at"], params["after_id"] = after
     with conn.cursor(row_factory=class_row(Job)) as cur:
-        cur.execute(_LIST_JOBS_SQL[status is not None, after is not None], params)
+        cur.execute(_q(_LIST_JOBS_SQL[status is not None, after is not None]), params)
         found = cur.fetchall()
     more = len(found) > limit
     found = found[:limit]
@@ -446,7 +450,7 @@ def explain_list_jobs(
     params: dict[str, Any] = {"limit": limit + 1, "status": status}
     if after is not None:
         params["after_at"], params["after_id"] = after
-    row = conn.execute("explain (format json) " + _LIST_JOBS_SQL[status is not None, after is not None],
+    row = conn.execute(_q("explain (format json) " + _LIST_JOBS_SQL[status is not None, after is not None]),
                        params).fetchone()
     assert row is not None
     return row[0][0]["Plan"]
@@ -457,9 +461,9 @@ def count_by_status(conn: psycopg.Connection) -> dict[str, int]:
     queues, so it costs what the waiting and running jobs cost, and a finished status of a queue
     above 10,000 jobs is the planner's estimate (see db/functions/queue_stats.sql)."""
     found = conn.execute(
-        "select s.status, coalesce(sum(q.value), 0) from unnest(%(statuses)s::text[])"
-        " with ordinality as s(status, n) left join queue_stats() q on q.metric = 'jobs' and q.label = s.status"
-        " group by s.status, s.n order by s.n", {"statuses": list(STATUSES)},
+        _q("select s.status, coalesce(sum(q.value), 0) from unnest(%(statuses)s::text[])"
+        " with ordinality as s(status, n) left join pgqw.queue_stats() q on q.metric = 'jobs' and q.label = s.status"
+        " group by s.status, s.n order by s.n"), {"statuses": list(STATUSES)},
     ).fetchall()
     return {status: round(n) for status, n in found}
 
@@ -493,13 +497,13 @@ def enqueue_jobs(conn: psycopg.Connection, *, jobs: Sequence[dict[str, Any]]) ->
     priority, run_at (datetime or ISO text) or delay (timedelta), max_attempts, unique_for (timedelta).
     Rows come back in input order."""
     with conn.cursor(row_factory=class_row(EnqueuedJob)) as cur:
-        cur.execute("select * from enqueue_jobs(%(jobs)s::jsonb)", {"jobs": _jobs_json(jobs)})
+        cur.execute(_q("select * from pgqw.enqueue_jobs(%(jobs)s::jsonb)"), {"jobs": _jobs_json(jobs)})
         return cur.fetchall()
 
 
 async def enqueue_jobs_async(conn: psycopg.AsyncConnection, *, jobs: Sequence[dict[str, Any]]) -> list[EnqueuedJob]:
     async with conn.cursor(row_factory=class_row(EnqueuedJob)) as cur:
-        await cur.execute("select * from enqueue_jobs(%(jobs)s::jsonb)", {"jobs": _jobs_json(jobs)})
+        await cur.execute(_q("select * from pgqw.enqueue_jobs(%(jobs)s::jsonb)"), {"jobs": _jobs_json(jobs)})
         return await cur.fetchall()
 
 
@@ -512,7 +516,7 @@ def mark_jobs_succeeded(
     pair whose token does not hold its job is missing."""
     with conn.cursor(row_factory=class_row(RecordedJob)) as cur:
         cur.execute(
-            "select * from mark_jobs_succeeded(%(ids)s::uuid[], %(tokens)s::uuid[], %(results)s::jsonb)",
+            _q("select * from pgqw.mark_jobs_succeeded(%(ids)s::uuid[], %(tokens)s::uuid[], %(results)s::jsonb)"),
             _mark_jobs_params(done, results))
         return cur.fetchall()
 
@@ -533,8 +537,8 @@ def mark_jobs_succeeded_brief(
     form, which spares the server writing out, and the client parsing, every column of every job."""
     with conn.cursor(row_factory=class_row(Recorded)) as cur:
         cur.execute(
-            "select id, already_recorded from mark_jobs_succeeded(%(ids)s::uuid[], %(tokens)s::uuid[],"
-            " %(results)s::jsonb)", _mark_jobs_params(done, results))
+            _q("select id, already_recorded from pgqw.mark_jobs_succeeded(%(ids)s::uuid[], %(tokens)s::uuid[],"
+            " %(results)s::jsonb)"), _mark_jobs_params(done, results))
         return cur.fetchall()
 
 
@@ -544,11 +548,11 @@ def mark_jobs_succeeded_brief(
 _MARK_AND_CLAIM_SQL = """
 with recorded as materialized (
     select m.id, m.already_recorded
-      from mark_jobs_succeeded(%(ids)s::uuid[], %(tokens)s::uuid[], %(results)s::jsonb) m
+      from pgqw.mark_jobs_succeeded(%(ids)s::uuid[], %(tokens)s::uuid[], %(results)s::jsonb) m
 ), claimed as materialized (
     select c.*
       from (select least(%(limit)s::integer, %(free)s::integer + (select count(*) from recorded)::integer) as n) x
-     cross join lateral claim_jobs(%(worker_id)s::text, x.n, %(queues)s::text[], %(lease_ms)s::integer,
+     cross join lateral pgqw.claim_jobs(%(worker_id)s::text, x.n, %(queues)s::text[], %(lease_ms)s::integer,
                                    %(types)s::text[]) c
      where x.n > 0
 )
@@ -572,7 +576,7 @@ def mark_jobs_succeeded_and_claim(
     recorded: list[Recorded] = []
     claimed: list[ClaimedJob] = []
     with conn.cursor(row_factory=dict_row) as cur:
-        for row in cur.execute(_MARK_AND_CLAIM_SQL, params):
+        for row in cur.execute(_q(_MARK_AND_CLAIM_SQL), params):
             recorded_id, earlier = row.pop("recorded_id"), row.pop("already_recorded")
             if recorded_id is not None:
                 recorded.append(Recorded(id=recorded_id, already_recorded=earlier))
@@ -641,25 +645,25 @@ class LatestJob:
 
 def queue_stats(conn: psycopg.Connection) -> list[Stat]:
     with conn.cursor(row_factory=class_row(Stat)) as cur:
-        cur.execute("select * from queue_stats()")
+        cur.execute(_q("select * from pgqw.queue_stats()"))
         return cur.fetchall()
 
 
 def report_timeline(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> list[TimelineRow]:
     with conn.cursor(row_factory=class_row(TimelineRow)) as cur:
-        cur.execute("select * from report_timeline(%(job_id)s::uuid)", {"job_id": job_id})
+        cur.execute(_q("select * from pgqw.report_timeline(%(job_id)s::uuid)"), {"job_id": job_id})
         return cur.fetchall()
 
 
 def report_concurrency(conn: psycopg.Connection, *, prefix: str = "") -> list[ConcurrencyRow]:
     with conn.cursor(row_factory=class_row(ConcurrencyRow)) as cur:
-        cur.execute("select * from report_concurrency(%(prefix)s::text)", {"prefix": prefix})
+        cur.execute(_q("select * from pgqw.report_concurrency(%(prefix)s::text)"), {"prefix": prefix})
         return cur.fetchall()
 
 
 def report_double_runs(conn: psycopg.Connection, *, prefix: str = "") -> DoubleRuns:
     with conn.cursor(row_factory=class_row(DoubleRuns)) as cur:
-        cur.execute("select * from report_double_runs(%(prefix)s::text)", {"prefix": prefix})
+        cur.execute(_q("select * from pgqw.report_double_runs(%(prefix)s::text)"), {"prefix": prefix})
         row = cur.fetchone()
     assert row is not None
     return row
@@ -667,7 +671,7 @@ def report_double_runs(conn: psycopg.Connection, *, prefix: str = "") -> DoubleR
 
 def report_latest_jobs(conn: psycopg.Connection, *, limit: int = 20) -> list[LatestJob]:
     with conn.cursor(row_factory=class_row(LatestJob)) as cur:
-        cur.execute("select * from report_latest_jobs(%(limit)s::integer)", {"limit": limit})
+        cur.execute(_q("select * from pgqw.report_latest_jobs(%(limit)s::integer)"), {"limit": limit})
         return cur.fetchall()
 
 
@@ -679,8 +683,8 @@ def claim_job_at(
     call it."""
     with conn.cursor(row_factory=class_row(ClaimedJob)) as cur:
         cur.execute(
-            "select * from claim_jobs_at(%(now)s::timestamptz, %(worker_id)s::text, 1, %(queues)s::text[],"
-            " %(lease_ms)s::integer)",
+            _q("select * from pgqw.claim_jobs_at(%(now)s::timestamptz, %(worker_id)s::text, 1, %(queues)s::text[],"
+            " %(lease_ms)s::integer)"),
             {"worker_id": worker_id, "queues": list(queues) if queues else None, "now": now, "lease_ms": lease_ms},
         )
         return cur.fetchone()
@@ -696,12 +700,14 @@ class QueueSettings:
     lease_ms: int
     retry_extra_attempts: int
     max_payload_bytes: int
+    # Jobs of a type nobody registered are accepted (else enqueue_job(s) refuse them, QT422).
+    accept_unregistered_types: bool = False
 
 
 def get_queue_settings(conn: psycopg.Connection) -> QueueSettings:
     """The queue_settings row: what every function uses when its argument is left out."""
     with conn.cursor(row_factory=class_row(QueueSettings)) as cur:
-        cur.execute("select * from queue_settings")
+        cur.execute(_q("select * from pgqw.queue_settings"))
         row = cur.fetchone()
     assert row is not None
     return row
@@ -710,7 +716,7 @@ def get_queue_settings(conn: psycopg.Connection) -> QueueSettings:
 def login_roles(conn: psycopg.Connection, names: list[str]) -> set[str]:
     """Which of the named roles exist and may log in (db/security/roles.sql makes them)."""
     return {r[0] for r in conn.execute(
-        "select rolname::text from pg_roles where rolname = any(%(names)s::text[]) and rolcanlogin",
+        _q("select rolname::text from pg_roles where rolname = any(%(names)s::text[]) and rolcanlogin"),
         {"names": names})}
 
 
@@ -725,8 +731,8 @@ def find_job_ids_by_prefix(conn: psycopg.Connection, *, prefix: str, limit: int 
 
     with conn.cursor(row_factory=scalar_row) as cur:
         cur.execute(
-            "select id from jobs where id >= %(low)s::uuid and id <= %(high)s::uuid"
-            " order by id limit %(limit)s::integer",
+            _q("select id from pgqw.jobs where id >= %(low)s::uuid and id <= %(high)s::uuid"
+            " order by id limit %(limit)s::integer"),
             {"low": digits.ljust(32, "0"), "high": digits.ljust(32, "f"), "limit": limit},
         )
         return cur.fetchall()
@@ -776,7 +782,7 @@ class Worker:
 
 def register_task_types(conn: psycopg.Connection, *, types: Sequence[dict[str, Any]]) -> list[str]:
     """Upserts the code's definitions (pgqw.tasks.Task.registration()); a DBA's values stay."""
-    rows = conn.execute("select name from register_task_types(%(types)s::jsonb)",
+    rows = conn.execute(_q("select name from pgqw.register_task_types(%(types)s::jsonb)"),
                         {"types": Jsonb(list(types))}).fetchall()
     return [r[0] for r in rows]
 
@@ -784,18 +790,18 @@ def register_task_types(conn: psycopg.Connection, *, types: Sequence[dict[str, A
 def get_task_types(conn: psycopg.Connection) -> list[TaskType]:
     """Every registered type with its effective settings (task_type_settings), by name."""
     with conn.cursor(row_factory=class_row(TaskType)) as cur:
-        cur.execute("select s.name, s.payload_schema, t.description, s.queue, s.priority, s.max_attempts,"
+        cur.execute(_q("select s.name, s.payload_schema, t.description, s.queue, s.priority, s.max_attempts,"
                     " s.backoff_base_ms, s.backoff_max_delay_ms, s.backoff_max_jitter_ms, s.lease_ms"
-                    " from task_type_settings s join task_types t on t.name = s.name order by s.name")
+                    " from pgqw.task_type_settings s join pgqw.task_types t on t.name = s.name order by s.name"))
         return cur.fetchall()
 
 
 def get_task_type(conn: psycopg.Connection, *, name: str) -> TaskType | None:
     with conn.cursor(row_factory=class_row(TaskType)) as cur:
-        cur.execute("select s.name, s.payload_schema, t.description, s.queue, s.priority, s.max_attempts,"
+        cur.execute(_q("select s.name, s.payload_schema, t.description, s.queue, s.priority, s.max_attempts,"
                     " s.backoff_base_ms, s.backoff_max_delay_ms, s.backoff_max_jitter_ms, s.lease_ms"
-                    " from task_type_settings s join task_types t on t.name = s.name"
-                    " where s.name = %(name)s::text", {"name": name})
+                    " from pgqw.task_type_settings s join pgqw.task_types t on t.name = s.name"
+                    " where s.name = %(name)s::text"), {"name": name})
         return cur.fetchone()
 
 
@@ -803,8 +809,8 @@ def register_worker(conn: psycopg.Connection, *, worker_id: str, task_types: Seq
                     queues: Sequence[str] | None = None, concurrency: int | None = None,
                     hostname: str | None = None, pid: int | None = None, ttl_ms: int = 30000) -> Worker:
     with conn.cursor(row_factory=class_row(Worker)) as cur:
-        cur.execute("select * from register_worker(%(id)s::text, %(types)s::text[], %(queues)s::text[],"
-                    " %(concurrency)s::integer, %(hostname)s::text, %(pid)s::integer, %(ttl)s::integer)",
+        cur.execute(_q("select * from pgqw.register_worker(%(id)s::text, %(types)s::text[], %(queues)s::text[],"
+                    " %(concurrency)s::integer, %(hostname)s::text, %(pid)s::integer, %(ttl)s::integer)"),
                     {"id": worker_id, "types": list(task_types), "queues": list(queues) if queues else None,
                      "concurrency": concurrency, "hostname": hostname, "pid": pid, "ttl": ttl_ms})
         row = cur.fetchone()
@@ -814,38 +820,38 @@ def register_worker(conn: psycopg.Connection, *, worker_id: str, task_types: Seq
 
 def stop_worker(conn: psycopg.Connection, *, worker_id: str) -> Worker | None:
     with conn.cursor(row_factory=class_row(Worker)) as cur:
-        cur.execute("select * from stop_worker(%(id)s::text)", {"id": worker_id})
+        cur.execute(_q("select * from pgqw.stop_worker(%(id)s::text)"), {"id": worker_id})
         return cur.fetchone()
 
 
 def list_workers(conn: psycopg.Connection) -> list[Worker]:
     """Every worker that registered, the live ones first (alive: expires_at in the future)."""
     with conn.cursor(row_factory=class_row(Worker)) as cur:
-        cur.execute("select * from workers order by (expires_at > now()) desc, last_seen_at desc, id")
+        cur.execute(_q("select * from pgqw.workers order by (expires_at > now()) desc, last_seen_at desc, id"))
         return cur.fetchall()
 
 
-_RESULT_SQL = "select * from job_results where job_id = %(job_id)s::uuid"
+_RESULT_SQL = "select * from pgqw.job_results where job_id = %(job_id)s::uuid"
 
 
 def get_result(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> Result | None:
     with conn.cursor(row_factory=class_row(Result)) as cur:
-        cur.execute(_RESULT_SQL, {"job_id": job_id})
+        cur.execute(_q(_RESULT_SQL), {"job_id": job_id})
         return cur.fetchone()
 
 
 async def get_result_async(conn: psycopg.AsyncConnection, *, job_id: uuid.UUID | str) -> Result | None:
     async with conn.cursor(row_factory=class_row(Result)) as cur:
-        await cur.execute(_RESULT_SQL, {"job_id": job_id})
+        await cur.execute(_q(_RESULT_SQL), {"job_id": job_id})
         return await cur.fetchone()
 
 
-_GET_JOB_SQL = "select * from jobs where id = %(job_id)s::uuid"
+_GET_JOB_SQL = "select * from pgqw.jobs where id = %(job_id)s::uuid"
 
 
 async def get_job_async(conn: psycopg.AsyncConnection, *, job_id: uuid.UUID | str) -> Job | None:
     async with conn.cursor(row_factory=class_row(Job)) as cur:
-        await cur.execute(_GET_JOB_SQL, {"job_id": job_id})
+        await cur.execute(_q(_GET_JOB_SQL), {"job_id": job_id})
         return await cur.fetchone()
 
 
@@ -861,13 +867,13 @@ def unlisten_finished(conn: psycopg.Connection) -> None:
 def watch_job(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> str:
     """This session waits for the job to end: its end is notified on pgqw_finished from now on (LISTEN
     first). Returns the job's status; QN404 when there is no such job."""
-    row = conn.execute("select watch_job(%(job_id)s::uuid)", {"job_id": job_id}).fetchone()
+    row = conn.execute(_q("select pgqw.watch_job(%(job_id)s::uuid)"), {"job_id": job_id}).fetchone()
     assert row is not None
     return row[0]
 
 
 def unwatch_job(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> bool:
-    row = conn.execute("select unwatch_job(%(job_id)s::uuid)", {"job_id": job_id}).fetchone()
+    row = conn.execute(_q("select pgqw.unwatch_job(%(job_id)s::uuid)"), {"job_id": job_id}).fetchone()
     return bool(row and row[0])
 
 
@@ -880,14 +886,14 @@ async def unlisten_finished_async(conn: psycopg.AsyncConnection) -> None:
 
 
 async def watch_job_async(conn: psycopg.AsyncConnection, *, job_id: uuid.UUID | str) -> str:
-    cur = await conn.execute("select watch_job(%(job_id)s::uuid)", {"job_id": job_id})
+    cur = await conn.execute(_q("select pgqw.watch_job(%(job_id)s::uuid)"), {"job_id": job_id})
     row = await cur.fetchone()
     assert row is not None
     return row[0]
 
 
 async def unwatch_job_async(conn: psycopg.AsyncConnection, *, job_id: uuid.UUID | str) -> bool:
-    cur = await conn.execute("select unwatch_job(%(job_id)s::uuid)", {"job_id": job_id})
+    cur = await conn.execute(_q("select pgqw.unwatch_job(%(job_id)s::uuid)"), {"job_id": job_id})
     row = await cur.fetchone()
     return bool(row and row[0])
 
@@ -922,7 +928,7 @@ class ScheduledJob:
 
 def _schedule(conn: psycopg.Connection, statement: str, params: dict[str, Any]) -> Schedule:
     with conn.cursor(row_factory=class_row(Schedule)) as cur:
-        cur.execute(statement, params)
+        cur.execute(_q(statement), params)
         row = cur.fetchone()
     assert row is not None
     return row
@@ -932,35 +938,35 @@ def set_schedule(conn: psycopg.Connection, *, name: str, task_type: str, cron: s
                  payload: dict[str, Any] | None = None, queue: str | None = None, priority: int | None = None,
                  catch_up: str = "latest") -> Schedule:
     """Makes or replaces a schedule as a DBA's (source sql); its pause is kept."""
-    return _schedule(conn, "select * from set_schedule(%(name)s::text, %(task_type)s::text, %(cron)s::text,"
+    return _schedule(conn, "select * from pgqw.set_schedule(%(name)s::text, %(task_type)s::text, %(cron)s::text,"
                            " %(payload)s::jsonb, %(queue)s::text, %(priority)s::integer, %(catch_up)s::text)",
                      {"name": name, "task_type": task_type, "cron": cron, "payload": Jsonb(payload or {}),
                       "queue": queue, "priority": priority, "catch_up": catch_up})
 
 
 def pause_schedule(conn: psycopg.Connection, *, name: str) -> Schedule:
-    return _schedule(conn, "select * from pause_schedule(%(name)s::text)", {"name": name})
+    return _schedule(conn, "select * from pgqw.pause_schedule(%(name)s::text)", {"name": name})
 
 
 def resume_schedule(conn: psycopg.Connection, *, name: str) -> Schedule:
     """Enqueues again from the next slot after now (the slots passed while paused are skipped)."""
-    return _schedule(conn, "select * from resume_schedule(%(name)s::text)", {"name": name})
+    return _schedule(conn, "select * from pgqw.resume_schedule(%(name)s::text)", {"name": name})
 
 
 def delete_schedule(conn: psycopg.Connection, *, name: str) -> Schedule:
-    return _schedule(conn, "select * from delete_schedule(%(name)s::text)", {"name": name})
+    return _schedule(conn, "select * from pgqw.delete_schedule(%(name)s::text)", {"name": name})
 
 
 def list_schedules(conn: psycopg.Connection) -> list[Schedule]:
     """Every schedule, by name."""
     with conn.cursor(row_factory=class_row(Schedule)) as cur:
-        cur.execute("select * from list_schedules()")
+        cur.execute(_q("select * from pgqw.list_schedules()"))
         return cur.fetchall()
 
 
 def get_schedule(conn: psycopg.Connection, *, name: str) -> Schedule | None:
     with conn.cursor(row_factory=class_row(Schedule)) as cur:
-        cur.execute("select * from schedules where name = %(name)s::text", {"name": name})
+        cur.execute(_q("select * from pgqw.schedules where name = %(name)s::text"), {"name": name})
         return cur.fetchone()
 
 
@@ -969,7 +975,7 @@ def register_schedules(conn: psycopg.Connection, *, task_types: Sequence[str],
     """Upserts the code's schedules (pgqw.tasks.Task.schedule_registrations()) of a worker running
     task_types; deletes its code schedules the code no longer defines. A DBA's pause and schedules stay."""
     with conn.cursor(row_factory=class_row(Schedule)) as cur:
-        cur.execute("select * from register_schedules(%(types)s::text[], %(schedules)s::jsonb)",
+        cur.execute(_q("select * from pgqw.register_schedules(%(types)s::text[], %(schedules)s::jsonb)"),
                     {"types": list(task_types), "schedules": Jsonb(list(schedules))})
         return cur.fetchall()
 
@@ -978,19 +984,18 @@ def enqueue_schedule_slots(conn: psycopg.Connection, *, name: str, slots: Sequen
     """The due slots found for a schedule (none in the server's future); the schedule's catch_up picks
     which get a job, each once whoever calls."""
     with conn.cursor(row_factory=class_row(ScheduledJob)) as cur:
-        cur.execute("select * from enqueue_schedule_slots(%(name)s::text, %(slots)s::timestamptz[])",
+        cur.execute(_q("select * from pgqw.enqueue_schedule_slots(%(name)s::text, %(slots)s::timestamptz[])"),
                     {"name": name, "slots": list(slots)})
         return cur.fetchall()
 
 
 def server_now(conn: psycopg.Connection) -> datetime:
     """The database server's clock (the one enqueue_schedule_slots checks slots against)."""
-    row = conn.execute("select now()").fetchone()
+    row = conn.execute(_q("select now()")).fetchone()
     assert row is not None
     return row[0]
 
 
-# ---- queues: pause, resume, a limit on running jobs (db/functions/pause_queue.sql and its neighbours) ----
 # ---- queues: pause, resume, a limit on running jobs, a rate (db/functions/pause_queue.sql and its neighbours) ----
 
 @dataclass
@@ -1018,38 +1023,47 @@ class QueueInfo:
     oldest_ready_age_seconds: float  # 0 when none is ready
 
 
-def pause_queue(conn: psycopg.Connection, *, queue: str) -> QueueRow:
+def pause_queue(conn: psycopg.Connection, *, queue: str, create: bool = False) -> QueueRow:
+    """A queue not known yet (no job, setting, worker, task type or schedule) is refused (QU404) unless create."""
     with conn.cursor(row_factory=class_row(QueueRow)) as cur:
-        cur.execute("select * from pause_queue(%(queue)s::text)", {"queue": queue})
+        cur.execute(_q("select * from pgqw.pause_queue(%(queue)s::text, %(create)s::boolean)"),
+                    {"queue": queue, "create": create})
         row = cur.fetchone()
     assert row is not None
     return row
 
 
-def resume_queue(conn: psycopg.Connection, *, queue: str) -> QueueRow:
+def resume_queue(conn: psycopg.Connection, *, queue: str, create: bool = False) -> QueueRow:
+    """A queue not known yet (no job, setting, worker, task type or schedule) is refused (QU404) unless create."""
     with conn.cursor(row_factory=class_row(QueueRow)) as cur:
-        cur.execute("select * from resume_queue(%(queue)s::text)", {"queue": queue})
+        cur.execute(_q("select * from pgqw.resume_queue(%(queue)s::text, %(create)s::boolean)"),
+                    {"queue": queue, "create": create})
         row = cur.fetchone()
     assert row is not None
     return row
 
 
-def set_queue_limit(conn: psycopg.Connection, *, queue: str, max_running: int | None) -> QueueRow:
-    """At most max_running jobs of the queue processing at once across all workers; None: no limit."""
+def set_queue_limit(conn: psycopg.Connection, *, queue: str, max_running: int | None,
+                    create: bool = False) -> QueueRow:
+    """At most max_running jobs of the queue processing at once across all workers; None: no limit. A queue
+    not known yet is refused (QU404) unless create."""
     with conn.cursor(row_factory=class_row(QueueRow)) as cur:
-        cur.execute("select * from set_queue_limit(%(queue)s::text, %(max_running)s::integer)",
-                    {"queue": queue, "max_running": max_running})
+        cur.execute(_q("select * from pgqw.set_queue_limit(%(queue)s::text, %(max_running)s::integer,"
+                       " %(create)s::boolean)"),
+                    {"queue": queue, "max_running": max_running, "create": create})
         row = cur.fetchone()
     assert row is not None
     return row
 
 
 def set_queue_rate(conn: psycopg.Connection, *, queue: str,
-                   jobs_per_second: Decimal | float | int | None) -> QueueRow:
-    """At most jobs_per_second of the queue's jobs started per second across all workers; None: no rate."""
+                   jobs_per_second: Decimal | float | int | None, create: bool = False) -> QueueRow:
+    """At most jobs_per_second of the queue's jobs started per second across all workers; None: no rate. A
+    queue not known yet is refused (QU404) unless create."""
     with conn.cursor(row_factory=class_row(QueueRow)) as cur:
-        cur.execute("select * from set_queue_rate(%(queue)s::text, %(jobs_per_second)s::numeric)",
-                    {"queue": queue, "jobs_per_second": jobs_per_second})
+        cur.execute(_q("select * from pgqw.set_queue_rate(%(queue)s::text, %(jobs_per_second)s::numeric,"
+                       " %(create)s::boolean)"),
+                    {"queue": queue, "jobs_per_second": jobs_per_second, "create": create})
         row = cur.fetchone()
     assert row is not None
     return row
@@ -1061,24 +1075,24 @@ def list_queues(conn: psycopg.Connection) -> list[QueueInfo]:
         cur.execute(
             # The queues with a job: a skip scan of jobs_queue_status_idx (one probe per queue), not a
             # read of the history; then each queue's waiting and running jobs, a range of it each.
-            "with recursive found(name) as ("
-            "  (select j.queue from jobs j order by j.queue limit 1)"
+            _q("with recursive found(name) as ("
+            "  (select j.queue from pgqw.jobs j order by j.queue limit 1)"
             "  union all"
-            "  select (select j.queue from jobs j where j.queue > f.name order by j.queue limit 1)"
+            "  select (select j.queue from pgqw.jobs j where j.queue > f.name order by j.queue limit 1)"
             "    from found f where f.name is not null"
-            "), known(name) as (select f.name from found f where f.name is not null union select q.name from queues q),"
+            "), known(name) as (select f.name from found f where f.name is not null union select q.name from pgqw.queues q),"
             " ready as ("
             "  select k.name, count(j.*) as depth, min(j.run_at) as oldest"
-            "    from known k left join jobs j on j.queue = k.name and j.status in ('pending', 'failed')"
+            "    from known k left join pgqw.jobs j on j.queue = k.name and j.status in ('pending', 'failed')"
             "         and j.run_at <= now() and j.attempts < j.max_attempts"
             "   group by k.name"
             ")"
             " select r.name, coalesce(q.paused, false) as paused, q.max_running, q.jobs_per_second,"
             "        r.depth::integer as depth,"
-            "        (select count(*) from jobs j where j.queue = r.name and j.status = 'processing')::integer as running,"
+            "        (select count(*) from pgqw.jobs j where j.queue = r.name and j.status = 'processing')::integer as running,"
             "        coalesce(extract(epoch from now() - r.oldest), 0)::double precision as oldest_ready_age_seconds"
-            "   from ready r left join queues q on q.name = r.name"
-            "  order by 1")
+            "   from ready r left join pgqw.queues q on q.name = r.name"
+            "  order by 1"))
         return cur.fetchall()
 
 
@@ -1094,8 +1108,8 @@ class WorkerStatus(Worker):
 def list_worker_status(conn: psycopg.Connection, *, limit: int = 200) -> list[WorkerStatus]:
     """The workers, the live ones first, then the gone ones most recently seen first; at most limit."""
     with conn.cursor(row_factory=class_row(WorkerStatus)) as cur:
-        cur.execute("select w.*, (w.expires_at > now() and w.stopped_at is null) as alive from workers w"
-                    " order by alive desc, w.last_seen_at desc, w.id limit %(limit)s::integer", {"limit": limit})
+        cur.execute(_q("select w.*, (w.expires_at > now() and w.stopped_at is null) as alive from pgqw.workers w"
+                    " order by alive desc, w.last_seen_at desc, w.id limit %(limit)s::integer"), {"limit": limit})
         return cur.fetchall()
 
 
@@ -1125,7 +1139,7 @@ _THROUGHPUT_SQL = (
     "                   * %(buckets)s::integer)::integer, %(buckets)s::integer - 1) as bucket,"
     "       count(*) filter (where status = 'succeeded')::integer as succeeded,"
     "       count(*) filter (where status = 'dead')::integer as failed"
-    "  from jobs"
+    "  from pgqw.jobs"
     " where status in ('succeeded', 'dead')"
     "   and finished_at >= %(since)s::timestamptz and finished_at < %(until)s::timestamptz"
     " group by 1, 2 order by 1, 2"
@@ -1133,7 +1147,7 @@ _THROUGHPUT_SQL = (
 
 
 def _throughput_window(conn: psycopg.Connection, minutes: int) -> tuple[datetime, datetime]:
-    row = conn.execute("select now() - make_interval(mins => %(minutes)s::integer), now()",
+    row = conn.execute(_q("select now() - make_interval(mins => %(minutes)s::integer), now()"),
                        {"minutes": minutes}).fetchone()
     assert row is not None
     return row[0], row[1]
@@ -1144,7 +1158,7 @@ def throughput(conn: psycopg.Connection, *, minutes: int = 60, buckets: int = 60
     buckets ending now."""
     since, until = _throughput_window(conn, minutes)
     with conn.cursor(row_factory=class_row(ThroughputCount)) as cur:
-        cur.execute(_THROUGHPUT_SQL, {"since": since, "until": until, "buckets": buckets})
+        cur.execute(_q(_THROUGHPUT_SQL), {"since": since, "until": until, "buckets": buckets})
         counts = cur.fetchall()
     return Throughput(since=since, until=until, buckets=buckets, counts=counts)
 
@@ -1152,7 +1166,7 @@ def throughput(conn: psycopg.Connection, *, minutes: int = 60, buckets: int = 60
 def explain_throughput(conn: psycopg.Connection, *, minutes: int = 60, buckets: int = 60) -> dict[str, Any]:
     """The plan (EXPLAIN (format json), its "Plan" node) of the statement throughput runs."""
     since, until = _throughput_window(conn, minutes)
-    row = conn.execute("explain (format json) " + _THROUGHPUT_SQL,
+    row = conn.execute(_q("explain (format json) " + _THROUGHPUT_SQL),
                        {"since": since, "until": until, "buckets": buckets}).fetchone()
     assert row is not None
     return row[0][0]["Plan"]
@@ -1192,10 +1206,10 @@ def search_jobs(
     if after is not None:
         params["after_at"], params["after_id"] = after
         where.append("(created_at, id) < (%(after_at)s::timestamptz, %(after_id)s::uuid)")
-    statement = ("select * from jobs" + (" where " + " and ".join(where) if where else "")  # fixed fragments only
+    statement = ("select * from pgqw.jobs" + (" where " + " and ".join(where) if where else "")  # fixed fragments only
                  + " order by created_at desc, id desc limit %(limit)s::integer")
     with conn.cursor(row_factory=class_row(Job)) as cur:
-        cur.execute(statement, params)
+        cur.execute(_q(statement), params)
         found = cur.fetchall()
     more = len(found) > limit
     found = found[:limit]

@@ -392,6 +392,33 @@ def load(modules: Sequence[str], into: Registry | None = None) -> Registry:
     return target
 
 
+@dataclass(frozen=True)
+class Registered:
+    """What register() wrote: the task types, and the code's schedules as the database now holds them."""
+    task_types: list[str]
+    schedules: list["db.Schedule"]
+
+
+def register(conn: "psycopg.Connection", tasks: Iterable[Task[Any]]) -> Registered:
+    """Writes what a worker's start writes for these tasks, in the caller's transaction: each type's payload
+    schema and code defaults (register_task_types; a DBA's overrides stay), then their code schedules
+    (register_schedules; a DBA's schedules and pauses stay). `pgqw migrate --tasks` and `pgqw tasks
+    register` call it at deploy time, so jobs of the types are accepted before any worker has run."""
+    from . import db
+
+    found = list(tasks)
+    names = db.register_task_types(conn, types=[t.registration() for t in found])
+    schedules = db.register_schedules(conn, task_types=sorted(t.name for t in found),
+                                      schedules=schedule_registrations(found))
+    return Registered(task_types=names, schedules=schedules)
+
+
+def register_modules(conn: "psycopg.Connection", modules: Sequence[str]) -> Registered:
+    """load() the modules, then register() what they define: what `pgqw migrate [--tasks]` and `pgqw tasks
+    register` write. Raises TaskDefinitionError naming a module that cannot be loaded."""
+    return register(conn, load(modules))
+
+
 def result_row(value: Any) -> tuple[str, Any, bytes | None] | None:
     """A handler's return value as (content_type, json value, bytes), or None for no result."""
     if value is None:

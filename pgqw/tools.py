@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import threading
 import time
 import urllib.error
@@ -326,12 +325,16 @@ def cmd_check_idempotency(args: argparse.Namespace) -> int:
 
 
 def _queue_call(args: argparse.Namespace, call: str, **kwargs: object) -> db.QueueRow:
-    """One of pause_queue, resume_queue, set_queue_limit, set_queue_rate; bad input (QV400) is a usage error."""
+    """One of pause_queue, resume_queue, set_queue_limit, set_queue_rate; bad input (QV400) and a queue
+    not known yet without --create (QU404) are usage errors."""
     settings = config.load()
     with _connect(settings) as conn:
         try:
-            return getattr(db, call)(conn, queue=args.queue, **kwargs)
+            return getattr(db, call)(conn, queue=args.queue, create=args.create, **kwargs)
         except psycopg.Error as exc:
+            if exc.sqlstate == "QU404":
+                raise UsageError(f"{exc.diag.message_primary}; check its name, or add --create to set it "
+                                 "up before its first job") from None
             if exc.sqlstate == "QV400":
                 raise UsageError(exc.diag.message_primary or str(exc)) from None
             raise

@@ -23,6 +23,7 @@ from . import config, db, launch
 from .embedded import start as start_embedded
 from .errors import UsageError
 from .migrate import migrate
+from .tasks import TaskDefinitionError, register_modules
 
 _WIDTH = 3  # the widest child name (api, w1 … w99); up's own lines use it too
 _LOCK = threading.Lock()
@@ -70,6 +71,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     result = migrate(url, log=lambda m: _say(f"migrate: {m}"), create_roles=settings.create_roles)
     if not result.applied:
         _say("migrate: up to date")
+    # The task types, as `pgqw migrate` registers them: the API accepts their jobs before a worker runs.
+    with psycopg.connect(url) as conn:
+        try:
+            registered = register_modules(conn, settings.task_modules)
+        except TaskDefinitionError as exc:
+            raise UsageError(str(exc)) from None
+    _say(f"migrate: registered task types {', '.join(registered.task_types)}")
     api_url, worker_url = url, url
     if not settings.database_url:
         # The embedded server trusts local logins: the API and the workers log in as their own

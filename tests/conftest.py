@@ -1,5 +1,10 @@
 """One real PostgreSQL server per test session, a migrated template database, a copy per test.
 
+The queue lives in its own schema (pgqw.schema: PGQW_SCHEMA, else `pgqw`; CI runs a pass under another
+name). Each copy's own default search_path starts with that schema, so a test's SQL names the queue's
+tables and functions plainly, as a DBA who sets search_path does; the package itself names every object
+with its schema, and tests/test_schema.py runs it on connections whose search_path has no queue in it.
+
 Where the server comes from, first match wins:
   1. PGQW_TEST_DATABASE_URL: an existing server (a superuser DSN; databases are created on it)
   2. testcontainers' PostgreSQL, when a Docker engine answers
@@ -23,7 +28,11 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from pgqw import schema as pgqw_schema
 from pgqw.migrate import migrate
+from tests.helpers import make_copy
+
+SCHEMA = pgqw_schema.name()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -93,6 +102,8 @@ def _admin(dsn: str) -> psycopg.Connection:
     return psycopg.connect(dsn, autocommit=True)
 
 
+
+
 @pytest.fixture(scope="session")
 def template_db(pg_server: str) -> Iterator[str]:
     """The name of a database migrated once per session, copied by every test."""
@@ -100,12 +111,12 @@ def template_db(pg_server: str) -> Iterator[str]:
     with _admin(pg_server) as conn:
         conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
     migrate(make_conninfo(pg_server, dbname=name))
-    # The demo's task types, registered as a worker that loads pgqw.demo registers them.
-    from pgqw import db, demo, tasks
+    # The demo's task types, registered as a plain `pgqw migrate` registers them.
+    from pgqw import demo, tasks
 
     del demo  # imported for its @task definitions
-    with psycopg.connect(make_conninfo(pg_server, dbname=name), autocommit=True) as conn:
-        db.register_task_types(conn, types=[t.registration() for t in tasks.registry])
+    with psycopg.connect(make_conninfo(pg_server, dbname=name)) as conn:
+        tasks.register(conn, tasks.registry)
     yield name
     with _admin(pg_server) as conn:
         conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
@@ -137,8 +148,7 @@ class _Copies:
                     try:
                         if kind == "make":
                             name = f"pgqw_t_{uuid.uuid4().hex[:12]}"
-                            conn.execute(sql.SQL("create database {} template {}").format(
-                                sql.Identifier(name), sql.Identifier(self.template)))
+                            make_copy(conn, self.template, name)
                             self.ready.put(name)
                         else:
                             conn.execute(sql.SQL("drop database if exists {} with (force)").format(

@@ -2,13 +2,20 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
 from pgqw import db
+from pgqw import schema as pgqw_schema
 from pgqw.listing import EXAMPLE_LISTING
+
+# The schema the queue lives in for this test run (PGQW_SCHEMA, else pgqw).
+SCHEMA = pgqw_schema.name()
 
 LISTING = EXAMPLE_LISTING
 
@@ -45,3 +52,25 @@ def snapshot(conn: psycopg.Connection) -> list[Any]:
         rows(conn, "select * from task_types order by name"),
         rows(conn, "select * from workers order by id"),
     ]
+
+
+def make_copy(admin: psycopg.Connection, template: str, name: str) -> None:
+    """A new database `name` copied from the migrated template, whose own default search_path starts with
+    the queue's schema (a copy does not inherit the per-database role settings migrate made in its
+    template: this stands in for them, for every role and for the tests' own SQL)."""
+    admin.execute(sql.SQL("create database {} template {}").format(sql.Identifier(name), sql.Identifier(template)))
+    admin.execute(sql.SQL("alter database {} set search_path = {}, public").format(
+        sql.Identifier(name), sql.Identifier(SCHEMA)))
+
+
+@contextmanager
+def database_copy(server: str, template: str, prefix: str = "pgqw_c_") -> Iterator[str]:
+    """A DSN of a copy of the template of its own (make_copy), dropped at the end."""
+    name = f"{prefix}{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server, autocommit=True) as admin:
+        make_copy(admin, template, name)
+    try:
+        yield make_conninfo(server, dbname=name)
+    finally:
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))

@@ -10,7 +10,7 @@ from tests.test_cli import _pgqw
 
 def test_cli_pause_resume_limit_change_the_queue(db_url: str) -> None:
     env = {"DATABASE_URL": db_url}
-    done = _pgqw("pause", "emails", env=env)
+    done = _pgqw("pause", "emails", "--create", env=env)  # no job, worker or setting has named it yet
     assert (done.returncode, done.stdout) == (0, "queue emails: paused, no limit\n"), done.stderr
     done = _pgqw("limit", "emails", "3", env=env)
     assert (done.returncode, done.stdout) == (0, "queue emails: paused, at most 3 running\n"), done.stderr
@@ -25,7 +25,7 @@ def test_cli_pause_resume_limit_change_the_queue(db_url: str) -> None:
 
 def test_cli_rate_sets_and_removes_the_rate(db_url: str) -> None:
     env = {"DATABASE_URL": db_url}
-    done = _pgqw("rate", "emails", "2.5", env=env)
+    done = _pgqw("rate", "emails", "2.5", "--create", env=env)
     assert (done.returncode, done.stdout) == (0, "queue emails: running, no limit, at most 2.5 started per second\n"), \
         done.stderr
     done = _pgqw("limit", "emails", "3", env=env)  # every queue line shows a rate the queue has
@@ -70,3 +70,14 @@ def test_cli_queue_bad_input_is_one_line_and_nonzero(args: list[str], message: s
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     with psycopg.connect(db_url) as conn:
         assert rows(conn, "select * from queues") == []
+
+
+@pytest.mark.parametrize("args", [("pause", "nosuchqueue"), ("resume", "nosuchqueue"), ("limit", "nosuchqueue", "3"),
+                                  ("rate", "nosuchqueue", "1")])
+def test_cli_queue_commands_refuse_a_queue_never_seen_in_one_line(db_url: str, args: tuple[str, ...]) -> None:
+    done = _pgqw(*args, env={"DATABASE_URL": db_url})
+    assert done.returncode != 0 and done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"pgqw {args[0]}: queue 'nosuchqueue' is not known") and "--create" in line
+    with psycopg.connect(db_url) as conn:
+        assert rows(conn, "select name from queues") == []

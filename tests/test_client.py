@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from pgqw import client, db
-from pgqw.tasks import File, Registry
+from pgqw.tasks import File, Registry, register
 
 tasks = Registry()
 
@@ -26,6 +26,12 @@ class Welcome(BaseModel):
 @tasks.task("send_welcome", queue="emails", priority=3, max_attempts=4)
 def send_welcome(payload: Welcome, ctx) -> dict:
     return {"sent_to": payload.email}
+
+
+@pytest.fixture(autouse=True)
+def _registered(conn: psycopg.Connection) -> None:
+    """The module's task types, registered as a deploy does (pgqw tasks register)."""
+    register(conn, tasks)
 
 
 def _finish(conn: psycopg.Connection, job_id: uuid.UUID, result=None) -> None:
@@ -59,15 +65,11 @@ def test_client_enqueue_commits_with_the_callers_writes_and_wakes_a_worker(db_ur
     assert conn.execute("select count(*) from signups").fetchone() == (1,)
     assert db.get_job(conn, job_id=job.id).status == "pending"
     [note] = list(listener.notifies(timeout=5, stop_after=1))
-    assert note.channel == db.NOTIFY_CHANNEL and note.payload == "default"  # the job's queue
+    assert note.channel == db.NOTIFY_CHANNEL and note.payload == "emails"  # the job's queue (the type's)
 
 
 def test_client_options_and_the_task_types_defaults(conn: psycopg.Connection) -> None:
-    # Unregistered in this database: the task's defaults come from its code only once a worker
-    # registers it; until then the job's own values, then queue_settings.
-    job = client.enqueue(conn, send_welcome, Welcome(email="c@example.com"))
-    assert (job.queue, job.priority, job.max_attempts) == ("default", 0, 5)
-    db.register_task_types(conn, types=[send_welcome.registration()])
+    # Registered (the fixture, as a deploy does): the task's code defaults, unless the job gives its own.
     job = client.enqueue(conn, send_welcome, Welcome(email="d@example.com"))
     assert (job.queue, job.priority, job.max_attempts) == ("emails", 3, 4)
     at = datetime.now(timezone.utc) + timedelta(hours=2)
@@ -90,6 +92,7 @@ def test_client_payload_is_checked_against_the_model_before_the_database(conn: p
 
 
 def test_client_enqueue_many_in_one_call(db_url: str, conn: psycopg.Connection) -> None:
+    db.register_task_types(conn, types=[{"name": "report", "payload_schema": {}}])  # defined elsewhere
     with psycopg.connect(db_url) as app:
         made = client.enqueue_many(app, [
             client.Enqueue(send_welcome, Welcome(email=f"{n}@example.com"), idempotency_key=f"many-{n}",

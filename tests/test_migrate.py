@@ -17,30 +17,36 @@ from psycopg.conninfo import make_conninfo
 
 from pgqw.migrate import (SQL_DIR, MigrationError, function_files, grants_file, migrate, migration_files,
                           roles_file, settings_file)
-from tests.helpers import rows
+from tests.helpers import SCHEMA, rows
+
+
+def on_queue(dsn: str) -> str:
+    """dsn, its session's search_path starting with the queue's schema (as a DBA would set it): the tests'
+    own SQL names the queue's objects plainly. migrate itself is given the plain dsn."""
+    return make_conninfo(dsn, options=f"-c search_path={SCHEMA},public")
 
 
 def _schema(dsn: str) -> list:
-    with psycopg.connect(dsn) as c:
+    with psycopg.connect(on_queue(dsn)) as c:
         return [
             rows(c, "select table_name, column_name, data_type, column_default from information_schema.columns"
-                    " where table_schema = 'public' order by 1, 2"),
+                    " where table_schema = current_schema() order by 1, 2"),
             rows(c, "select conname, pg_get_constraintdef(oid) as def from pg_constraint"
-                    " where connamespace = 'public'::regnamespace order by 1"),
-            rows(c, "select indexname, indexdef from pg_indexes where schemaname = 'public' order by 1"),
+                    " where connamespace = current_schema()::regnamespace order by 1"),
+            rows(c, "select indexname, indexdef from pg_indexes where schemaname = current_schema() order by 1"),
             rows(c, "select p.proname, pg_get_functiondef(p.oid) as def from pg_proc p"
-                    " where p.pronamespace = 'public'::regnamespace order by 1"),
-            rows(c, "select version, name, checksum from schema_migrations order by version"),
+                    " where p.pronamespace = current_schema()::regnamespace order by 1"),
+            rows(c, "select version, name, checksum from migrations order by version"),
             # Who may do what (db/security/grants.sql).
             rows(c, "select p.proname, array(select a::text from unnest(p.proacl) a order by 1) as acl"
-                    " from pg_proc p where p.pronamespace = 'public'::regnamespace order by 1"),
+                    " from pg_proc p where p.pronamespace = current_schema()::regnamespace order by 1"),
             rows(c, "select c.relname, array(select a::text from unnest(c.relacl) a order by 1) as acl"
-                    " from pg_class c where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'v')"
+                    " from pg_class c where c.relnamespace = current_schema()::regnamespace and c.relkind in ('r', 'v')"
                     " order by 1"),
             # Column grants (a DBA's columns of task_types).
             rows(c, "select a.attrelid::regclass::text as rel, a.attname, a.attacl::text[] as acl"
                     " from pg_attribute a join pg_class c on c.oid = a.attrelid"
-                    " where c.relnamespace = 'public'::regnamespace and a.attacl is not null order by 1, 2"),
+                    " where c.relnamespace = current_schema()::regnamespace and a.attacl is not null order by 1, 2"),
         ]
 
 
@@ -56,8 +62,8 @@ def test_migrate_twice_changes_nothing(empty_db_url: str) -> None:
 
 def test_migrate_installs_every_function(empty_db_url: str) -> None:
     migrate(empty_db_url)
-    with psycopg.connect(empty_db_url) as c:
-        names = {r["proname"] for r in rows(c, "select proname from pg_proc where pronamespace = 'public'::regnamespace")}
+    with psycopg.connect(on_queue(empty_db_url)) as c:
+        names = {r["proname"] for r in rows(c, "select proname from pg_proc where pronamespace = current_schema()::regnamespace")}
     for path in function_files():
         assert path.stem in names, path.name
 
@@ -77,8 +83,8 @@ def test_migrate_two_at_once_are_safe(empty_db_url: str) -> None:
     for t in threads:
         t.join()
     assert errors == []
-    with psycopg.connect(empty_db_url) as c:
-        assert len(rows(c, "select * from schema_migrations")) == len(migration_files())
+    with psycopg.connect(on_queue(empty_db_url)) as c:
+        assert len(rows(c, "select * from migrations")) == len(migration_files())
 
 
 def _copy_sql(tmp_path: Path) -> Path:
@@ -96,7 +102,8 @@ def test_migrate_with_no_sql_found_refuses_and_makes_nothing(empty_db_url: str, 
     with pytest.raises(MigrationError, match=f"no .* found in .*{emptied}"):
         migrate(empty_db_url, sql_dir=sql_dir)
     with psycopg.connect(empty_db_url) as conn:
-        assert conn.execute("select count(*) from pg_tables where schemaname = 'public'").fetchone() == (0,)
+        assert conn.execute("select count(*) from pg_tables where schemaname in ('public', %s)",
+                            [SCHEMA]).fetchone() == (0,)
 
 
 def test_migrate_failing_file_leaves_database_as_it_was(empty_db_url: str, tmp_path: Path) -> None:
@@ -111,12 +118,12 @@ def test_migrate_failing_file_leaves_database_as_it_was(empty_db_url: str, tmp_p
         migrate(empty_db_url, sql_dir=sql_dir)
     assert "9999_broken.sql" in str(exc.value)
     assert "line 3" in str(exc.value)
-    with psycopg.connect(empty_db_url) as c:
-        tables = {r["tablename"] for r in rows(c, "select tablename from pg_tables where schemaname = 'public'")}
+    with psycopg.connect(on_queue(empty_db_url)) as c:
+        tables = {r["tablename"] for r in rows(c, "select tablename from pg_tables where schemaname = current_schema()")}
         assert "also_not" not in tables
         # The good file before it was applied in its own transaction and recorded.
         assert "should_not_stay" in tables
-        assert rows(c, "select version from schema_migrations where version = 9999") == []
+        assert rows(c, "select version from migrations where version = 9999") == []
     assert _schema(empty_db_url)[1] == before[1]
 
 
@@ -151,14 +158,18 @@ def test_migrate_sql_files_install_with_psql_alone(empty_db_url: str) -> None:
     args = [psql, "-v", "ON_ERROR_STOP=1", "-q", "-d", empty_db_url]
     for f in files:
         args += ["-f", str(f)]
-    # Function files may call functions later in the alphabet: load them without body checks first.
-    env_args = ["-c", "set check_function_bodies = off"]
+    # The queue's own schema first on the session's search_path: every file makes its objects there, and
+    # each function pins that search_path (set search_path from current). Function files may call
+    # functions later in the alphabet: load them without body checks first.
+    env_args = ["-c", f"create schema {SCHEMA}", "-c", f"set search_path = {SCHEMA}, pg_temp",
+                "-c", "set check_function_bodies = off"]
     done = subprocess.run(args[:6] + env_args + args[6:], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    with psycopg.connect(empty_db_url, autocommit=True) as c:
+    with psycopg.connect(on_queue(empty_db_url), autocommit=True) as c:
+        c.execute("select register_task_types('[{\"name\": \"t\", \"payload_schema\": {}}]')")
         job = rows(c, "select * from enqueue_job('t', '{}', 'k')")[0]
         assert rows(c, "select id from claim_job('w1')")[0]["id"] == job["id"]
-        # grants.sql worked without schema_migrations (which only pgqw migrate makes).
+        # grants.sql worked without the migrations ledger (which only pgqw migrate makes).
         assert rows(c, "select has_function_privilege('pgqw_worker', %s, 'execute') as ok", [CLAIM])[0]["ok"]
         assert not rows(c, "select has_table_privilege('pgqw_worker', 'jobs', 'update') as ok")[0]["ok"]
 
@@ -181,7 +192,7 @@ def test_cli_migrate_reports_a_bad_database_in_one_line() -> None:
 # copy of db/ whose security files name roles of their own, made and dropped by the test.
 
 def _privilege(dsn: str, query: str, params: list) -> bool:
-    with psycopg.connect(dsn) as c:
+    with psycopg.connect(on_queue(dsn)) as c:
         return bool(rows(c, query, params)[0]["ok"])
 
 
@@ -213,8 +224,6 @@ class Roles:
         for path in (roles_file(self.sql_dir), grants_file(self.sql_dir), settings_file(self.sql_dir)):
             text = path.read_text()
             for standard, own in (("pgqw_api", self.api), ("pgqw_worker", self.worker), ("pgqw_admin", self.admin)):
-                if path.name == "settings.sql" and standard == "pgqw_admin":
-                    continue  # operators get no session limits
                 assert f"'{standard}'" in text, (path.name, standard)
                 text = text.replace(f"'{standard}'", f"'{own}'")
             path.write_text(text)
@@ -278,8 +287,8 @@ def test_migrate_without_roles_on_a_fresh_database_grants_only_to_roles_that_exi
     # One "does not exist: skipped" per role for the grants, and per role with settings.
     assert sorted(n.split(":")[1].strip() for n in result.notices) == [
         "its grants are skipped"] * 3 + ["its settings are skipped"] * 2, result.notices
-    with psycopg.connect(dsn) as c:
-        open_to_public = rows(c, "select p.proname from pg_proc p where p.pronamespace = 'public'::regnamespace"
+    with psycopg.connect(on_queue(dsn)) as c:
+        open_to_public = rows(c, "select p.proname from pg_proc p where p.pronamespace = current_schema()::regnamespace"
                                  " and (p.proacl is null or exists (select 1 from aclexplode(p.proacl) a"
                                  " where a.grantee = 0))")
     assert open_to_public == []
@@ -294,7 +303,8 @@ def test_migrate_without_roles_on_a_fresh_database_grants_only_to_roles_that_exi
     assert not _can(dsn, own_roles.worker, "jobs", "select")
     assert not _can(dsn, own_roles.worker, "jobs", "update")
     assert not _role_exists(dsn, own_roles.api) and not _role_exists(dsn, own_roles.admin)
-    with psycopg.connect(dsn, autocommit=True) as owner:
+    with psycopg.connect(on_queue(dsn), autocommit=True) as owner:
+        owner.execute("select register_task_types('[{\"name\": \"t\", \"payload_schema\": {}}]')")
         job = rows(owner, "select * from enqueue_job('t', '{}', 'by-hand')")[0]
     with psycopg.connect(make_conninfo(dsn, user=own_roles.worker), autocommit=True) as worker:
         assert rows(worker, "select id from claim_job('w1')")[0]["id"] == job["id"]
@@ -377,15 +387,21 @@ def test_migrate_by_an_owner_without_createrole_needs_no_roles(pg_server: str, o
         with psycopg.connect(pg_server, autocommit=True) as admin:
             admin.execute(sql.SQL("create role {} login").format(sql.Identifier(own_roles.api)))
         migrate(dsn, sql_dir=own_roles.sql_dir, create_roles=False)
-        with psycopg.connect(make_conninfo(dsn, user=own_roles.api), autocommit=True) as api:
+        with psycopg.connect(on_queue(dsn), autocommit=True) as owner_conn:
+            owner_conn.execute("select register_task_types('[{\"name\": \"t\", \"payload_schema\": {}}]')")
+        # The owner may not alter roles: the role's search_path is the DBA's to set (migrate said how).
+        result = migrate(dsn, sql_dir=own_roles.sql_dir, create_roles=False)
+        assert f"may not alter role {own_roles.api}: have a DBA run: alter role {own_roles.api} in database" \
+            in " ".join(result.notices)
+        with psycopg.connect(on_queue(make_conninfo(dsn, user=own_roles.api)), autocommit=True) as api:
             job = rows(api, "select * from enqueue_job('t', '{}', 'managed')")[0]
             assert rows(api, "select status from jobs where id = %s", [job["id"]])[0]["status"] == "pending"
             with pytest.raises(psycopg.Error) as refused:
                 api.execute("update jobs set status = 'dead'")
             assert refused.value.sqlstate == "42501"
         with psycopg.connect(dsn) as c:
-            assert rows(c, "select p.proowner::regrole::text as o from pg_proc p where p.proname = 'enqueue_job'")[0]["o"] \
-                == owner
+            assert rows(c, "select p.proowner::regrole::text as o from pg_proc p where p.proname = 'enqueue_job'"
+                           " and p.pronamespace = %s::regnamespace", [SCHEMA])[0]["o"] == owner
     finally:
         own_roles.drop()
         with psycopg.connect(pg_server, autocommit=True) as admin:
@@ -425,7 +441,7 @@ def test_migrate_0004_keeps_as_results_only_the_flyers_of_succeeded_jobs(empty_d
         "create or replace function pgqw_test_stand_in() returns integer language sql as $$ select 1 $$;\n")
     grants_file(old).write_text("select 1;\n")
     migrate(empty_db_url, sql_dir=old, create_roles=False)
-    with psycopg.connect(empty_db_url, autocommit=True) as c:
+    with psycopg.connect(on_queue(empty_db_url), autocommit=True) as c:
         ids = {}
         for key, status, extra in (
             ("done", "succeeded", ", finished_at = now()"),
@@ -441,7 +457,7 @@ def test_migrate_0004_keeps_as_results_only_the_flyers_of_succeeded_jobs(empty_d
             c.execute("insert into flyers (job_id, pdf) values (%s, %s)", [ids[key], f"%PDF-{key}".encode()])
 
     migrate(empty_db_url)
-    with psycopg.connect(empty_db_url, autocommit=True) as c:
+    with psycopg.connect(on_queue(empty_db_url), autocommit=True) as c:
         assert rows(c, "select job_id, content_type, data from job_results") == [
             {"job_id": ids["done"], "content_type": "application/pdf", "data": b"%PDF-done"}]
         assert rows(c, "select job_id, pdf from flyers") == [{"job_id": ids["done"], "pdf": b"%PDF-done"}]
@@ -490,7 +506,7 @@ BEFORE_0005_FUNCTIONS = """
 create or replace function claim_jobs(p_worker_id text, p_limit integer, p_queues text[] default null,
                                       p_lease_ms integer default null, p_now timestamptz default now(),
                                       p_task_types text[] default null)
-returns setof jobs language plpgsql security definer set search_path = public, pg_temp as $$
+returns setof jobs language plpgsql security definer set search_path from current as $$
 begin
     return query
     with claimed as (
@@ -514,7 +530,7 @@ end;
 $$;
 create or replace function claim_job(p_worker_id text, p_queues text[] default null, p_lease_ms integer default null,
                                      p_now timestamptz default now(), p_task_types text[] default null)
-returns setof jobs language plpgsql security definer set search_path = public, pg_temp as $$
+returns setof jobs language plpgsql security definer set search_path from current as $$
 begin
     return query select * from claim_jobs(p_worker_id, 1, p_queues, p_lease_ms, p_now, p_task_types);
 end;
@@ -564,14 +580,14 @@ def test_migrate_0005_an_attempt_claimed_before_lease_tokens_is_recovered_by_the
     (old / "functions" / "before_0005.sql").write_text(BEFORE_0005_FUNCTIONS)
     grants_file(old).write_text("select 1;\n")
     migrate(empty_db_url, sql_dir=old, create_roles=False)
-    with psycopg.connect(empty_db_url, autocommit=True) as c:
+    with psycopg.connect(on_queue(empty_db_url), autocommit=True) as c:
         job_id = rows(c, "insert into jobs (type, max_attempts, idempotency_key) values ('listing_flyer', 3, 'old')"
                          " returning id")[0]["id"]
         claimed = rows(c, "select id, attempts, locked_by from claim_job('w-old', null, 60000)")
         assert claimed == [{"id": job_id, "attempts": 1, "locked_by": "w-old"}]
 
     migrate(empty_db_url)
-    with psycopg.connect(empty_db_url, autocommit=True) as c:
+    with psycopg.connect(on_queue(empty_db_url), autocommit=True) as c:
         for signature in OLD_SIGNATURES:
             assert rows(c, "select to_regprocedure(%s) as f", [signature]) == [{"f": None}], signature
         validated = "select convalidated from pg_constraint where conname = 'job_attempts_lease_token_hash_sha256'"

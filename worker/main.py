@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-import psycopg
 
 from pgqw import config
 from pgqw.config import ConfigError, Settings
+from pgqw.errors import NO_QUEUE, no_queue_message
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -54,6 +54,5 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     try:
         return Worker(settings, database_url(settings), tasks=tasks).run()
-    except (psycopg.errors.UndefinedFunction, psycopg.errors.UndefinedTable) as exc:
-        raise UsageError(f"the database has no queue ({exc.diag.message_primary}); "
-                         "run `pgqw migrate` first") from None
+    except NO_QUEUE as exc:
+        raise UsageError(no_queue_message(exc)) from None

@@ -1,8 +1,10 @@
 """Periodic jobs: the scheduler thread, which every worker runs (SCHEDULER=0 turns it off).
 
 At start it registers the schedules its task modules define (register_schedules). Then, each round, it
-reads the schedules table and the server's clock, finds each schedule's due slots with croniter (the slots
-after its last_slot and slots_after, at most the latest 100), and hands them to enqueue_schedule_slots,
+reads the schedules table and the server's clock, and for each schedule of a task type this worker runs
+(never another's: its jobs would wait for a worker that may never come) finds the due slots with
+croniter (the slots after its last_slot and slots_after, at most the latest 100), and hands them to
+enqueue_schedule_slots,
 which applies the schedule's catch_up and gives each slot one job whoever calls: exactly once comes from
 the database (the row lock and the slot's unique idempotency key), so many workers can run this at once.
 It sleeps until the next slot of any schedule, at most REREAD_S, so a change made from psql is seen
@@ -52,7 +54,10 @@ class Scheduler:
         now, schedules = self.run(lambda conn: (self.now(conn), db.list_schedules(conn)))
         wait = self.reread_s
         for s in schedules:
-            if s.paused:
+            # Only the schedules of types this worker runs: a schedule of a type no live worker runs makes
+            # no jobs nobody could take; when a worker that runs it starts, its catch_up says which of the
+            # missed slots get a job (the latest one only, by default).
+            if s.paused or s.task_type not in self.registry:
                 continue
             try:
                 slots = due_slots(s.cron, done_until(s), now)

@@ -9,7 +9,7 @@ create or replace function backoff_delay(
     p_jitter         double precision default random()
 ) returns interval
 language plpgsql volatile
-set search_path = public, pg_temp
+set search_path from current
 as $$
 declare
     v_settings queue_settings;

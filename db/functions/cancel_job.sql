@@ -12,7 +12,7 @@ create or replace function cancel_job(
 )
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 as $$
 #variable_conflict use_column
 declare

@@ -7,7 +7,7 @@ create or replace function check_schedule_cron(
 ) returns text
 language plpgsql
 immutable
-set search_path = public, pg_temp
+set search_path from current
 as $$
 declare
     v_names constant text[] := array['minute', 'hour', 'day of month', 'month', 'day of week'];

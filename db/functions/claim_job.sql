@@ -14,7 +14,7 @@ create or replace function claim_job(
 )
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 as $$
 begin
     -- plpgsql, not sql: its call of claim_jobs_at is planned once per session, not once per call.

@@ -17,7 +17,7 @@ create or replace function claim_jobs(
 )
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 as $$
 begin
     -- The server's clock: only the owner may claim as of another time (claim_jobs_at).

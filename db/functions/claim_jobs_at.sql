@@ -21,7 +21,7 @@ create or replace function claim_jobs_at(
 )
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 set plan_cache_mode = force_generic_plan
 set enable_bitmapscan = off
 set enable_seqscan = off

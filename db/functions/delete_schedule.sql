@@ -6,7 +6,7 @@ create or replace function delete_schedule(
 ) returns setof schedules
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 as $$
 begin
     if p_name is null then

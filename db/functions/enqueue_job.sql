@@ -3,7 +3,9 @@
 -- with this idempotency key (the unique constraint decides between concurrent calls). Unset queue, priority and
 -- max_attempts: the task type's (task_type_settings), then the defaults. Returns the job and created.
 -- p_unique_for: the key is unique only for that window; the stored key is `<key>@<window start>` (UTC).
--- Raises QV400 (bad argument), QV413 (payload over max_payload_bytes), QI409 (the key was used for another job).
+-- A type nobody registered is refused (QT422) unless queue_settings.accept_unregistered_types is on.
+-- Raises QV400 (bad argument), QT422 (unregistered type), QV413 (payload over max_payload_bytes), QI409 (the key
+-- was used for another job).
 create or replace function enqueue_job(
     p_type             text,
     p_payload          jsonb,
@@ -21,7 +23,7 @@ create or replace function enqueue_job(
 )
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 -- Rows by key whatever the statistics say: a plan a session keeps from when a table was small (a fresh
 -- database, a burst before autoanalyze) read the whole table on every later call. No JIT for the cost of
 -- the disabled path (as in claim_jobs_at).
@@ -42,11 +44,13 @@ declare
     v_window_ms bigint;
     v_due_ms bigint;
     v_notified text;            -- pg_notify's answer (void, as text): nothing
+    v_known boolean;            -- the type is registered, or queue_settings accepts unregistered ones
 begin
     -- Unset queue, priority and max_attempts: the task type's (a DBA's value, else the code's), then
-    -- the defaults. A type no worker registered yet takes the defaults.
-    select s.max_payload_bytes, coalesce(t.max_attempts, s.max_attempts), t.queue, t.priority
-      into v_max_payload_bytes, v_max_attempts, v_type_queue, v_type_priority
+    -- the defaults (an unregistered type, where they are accepted, takes the defaults).
+    select s.max_payload_bytes, coalesce(t.max_attempts, s.max_attempts), t.queue, t.priority,
+           t.name is not null or s.accept_unregistered_types
+      into v_max_payload_bytes, v_max_attempts, v_type_queue, v_type_priority, v_known
       from queue_settings s left join task_type_settings t on t.name = p_type;
     v_queue := coalesce(p_queue, v_type_queue, 'default');
     v_priority := coalesce(p_priority, v_type_priority, 0);
@@ -105,6 +109,19 @@ begin
                 message = 'idempotency key with unique_for must be at most 230 characters (the window start is added)',
                 detail = format('got %s characters', length(p_idempotency_key));
         end if;
+    end if;
+
+    -- Every argument is well formed: is the type one somebody registered?
+    if not v_known then
+        raise exception using errcode = 'QT422',
+            message = format('task type %L is not registered: register it with `pgqw tasks register --tasks '
+                             '<module>` or `pgqw migrate --tasks <module>` (a worker that runs it registers it '
+                             'at start too)', p_type),
+            detail = (select coalesce('registered: ' || string_agg(t.name, ', ' order by t.name),
+                                      'no type is registered')
+                        from (select r.name from task_types r order by r.name limit 20) t),
+            hint = 'to accept jobs of types not registered yet, a DBA sets '
+                   'queue_settings.accept_unregistered_types = true';
     end if;
 
     loop

@@ -3,7 +3,8 @@
 -- jobs ready now, pgqw_jobs_at with '<ms> <queue>' for the earliest later one ('<ms>+ <queue>' when others of that
 -- queue come due later still). Returns one row per element,
 -- in order. unique_for_ms: as enqueue_job's p_unique_for (the stored key is `<key>@<window start>`).
--- Raises QV400 (not an array, a bad element, a key twice in the batch), QV413 (payload too large), QI409.
+-- A type nobody registered is refused (QT422) unless queue_settings.accept_unregistered_types is on.
+-- Raises QV400 (not an array, a bad element, a key twice in the batch), QT422, QV413 (payload too large), QI409.
 create or replace function enqueue_jobs(
     p_jobs  jsonb
 ) returns table (
@@ -14,7 +15,7 @@ create or replace function enqueue_jobs(
 )
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 -- Rows by key whatever the statistics say: a plan a session keeps from when a table was small (a fresh
 -- database, a burst before autoanalyze) read the whole table on every later call. No JIT for the cost of
 -- the disabled path (as in claim_jobs_at).
@@ -31,6 +32,7 @@ declare
     v_priorities integer[];
     v_run_ats timestamptz[];
     v_max_attempts integer[];
+    v_registered boolean[];
     v_new jobs[];
     v_bad record;
     v_queue text;
@@ -80,8 +82,9 @@ begin
                                   now() + make_interval(secs => (e.elem ->> 'delay_ms')::bigint / 1000.0), now())
                          order by e.n),
                array_agg(coalesce((e.elem ->> 'max_attempts')::integer, t.max_attempts, v_settings.max_attempts)
-                         order by e.n)
-          into v_types, v_payloads, v_keys, v_queues, v_priorities, v_run_ats, v_max_attempts
+                         order by e.n),
+               array_agg(t.name is not null order by e.n)
+          into v_types, v_payloads, v_keys, v_queues, v_priorities, v_run_ats, v_max_attempts, v_registered
           from jsonb_array_elements(p_jobs) with ordinality as e(elem, n)
           -- Unset queue, priority and max_attempts: the task type's, then the defaults.
           left join task_type_settings t on t.name = e.elem ->> 'type';
@@ -162,6 +165,22 @@ begin
             message = format('idempotency key %L appears twice in one batch', v_bad.key);
     end if;
 
+    -- Every element is well formed: is each type one somebody registered?
+    if not v_settings.accept_unregistered_types then
+        select b.n, b.type into v_bad from unnest(v_types, v_registered) with ordinality as b(type, registered, n)
+         where not b.registered order by b.n limit 1;
+        if found then
+            raise exception using errcode = 'QT422',
+                message = format('job %s: task type %L is not registered: register it with `pgqw tasks register '
+                                 '--tasks <module>` or `pgqw migrate --tasks <module>` (a worker that runs it '
+                                 'registers it at start too)', v_bad.n, v_bad.type),
+                detail = (select coalesce('registered: ' || string_agg(t.name, ', ' order by t.name),
+                                          'no type is registered')
+                            from (select r.name from task_types r order by r.name limit 20) t),
+                hint = 'to accept jobs of types not registered yet, a DBA sets '
+                       'queue_settings.accept_unregistered_types = true';
+        end if;
+    end if;
     -- The inserted rows are kept (v_new), so the usual case, every key new, needs no second
     -- look at the table: only keys that already existed are read back by key.
     with inserted as (

@@ -11,7 +11,7 @@ create or replace function enqueue_schedule_slots(
 ) returns table (slot timestamptz, job_id uuid, created boolean)
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 as $$
 #variable_conflict use_variable
 declare

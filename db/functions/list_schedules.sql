@@ -4,7 +4,7 @@ create or replace function list_schedules() returns setof schedules
 language sql
 stable
 security definer
-set search_path = public, pg_temp
+set search_path from current
 as $$
     select * from schedules order by name;
 $$;

@@ -15,7 +15,7 @@ create or replace function mark_jobs_succeeded(
 )
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 -- Planned once per session, not per call (planning its statement cost more than running it for a few jobs),
 -- and its joins are nested loops that reach each row by key, whatever the statistics say: with
 -- job_attempts analyzed while small (a fresh database, a burst before autoanalyze) the plan was a

@@ -11,7 +11,7 @@ create or replace function next_run_at(
 )
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 set plan_cache_mode = force_generic_plan
 set enable_bitmapscan = off
 set enable_seqscan = off

@@ -9,7 +9,7 @@ create or replace function prune_jobs(
 ) returns integer
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 as $$
 declare
     v_bad text;

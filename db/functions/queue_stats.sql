@@ -14,7 +14,7 @@
 create or replace function queue_stats()
 returns table (metric text, queue text, label text, value double precision)
 language plpgsql volatile  -- EXPLAIN (the estimates) is allowed in a volatile function only; it writes nothing
-set search_path = public, pg_temp
+set search_path from current
 as $$
 declare
     v_exact_limit constant bigint := 10000;

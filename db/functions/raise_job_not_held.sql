@@ -6,7 +6,7 @@ create or replace function raise_job_not_held(
     p_attempt  integer
 ) returns void
 language plpgsql
-set search_path = public, pg_temp
+set search_path from current
 as $$
 declare
     v_job jobs;

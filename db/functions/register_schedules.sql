@@ -11,7 +11,7 @@ create or replace function register_schedules(
 ) returns setof schedules
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 as $$
 declare
     v_bad record;

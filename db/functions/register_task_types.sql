@@ -9,7 +9,7 @@ create or replace function register_task_types(
 ) returns setof task_types
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 as $$
 declare
     v_bad record;

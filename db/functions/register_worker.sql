@@ -12,7 +12,7 @@ create or replace function register_worker(
 ) returns setof workers
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 as $$
 begin
     if p_worker_id is null or p_worker_id !~ '\S' or length(p_worker_id) > 200 then

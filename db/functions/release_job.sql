@@ -15,7 +15,7 @@ create or replace function release_job(
 )
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 -- Rows by key whatever the statistics say: a plan a session keeps from when a table was small (a fresh
 -- database, a burst before autoanalyze) read the whole table on every later call. No JIT for the cost of
 -- the disabled path (as in claim_jobs_at).

@@ -5,7 +5,7 @@ create or replace function report_concurrency(
     p_prefix  text default ''
 ) returns table (worker_id text, peak_at_once integer, attempts_run integer)
 language sql stable
-set search_path = public, pg_temp
+set search_path from current
 as $$
     with mine as (
         select a.* from job_attempts a

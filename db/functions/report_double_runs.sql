@@ -8,7 +8,7 @@ create or replace function report_double_runs(
     succeeded_jobs integer, flyers integer
 )
 language sql stable
-set search_path = public, pg_temp
+set search_path from current
 as $$
     with mine as (
         select a.* from job_attempts a

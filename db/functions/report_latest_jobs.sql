@@ -7,7 +7,7 @@ create or replace function report_latest_jobs(
     locked_by text, created_at timestamptz, run_at timestamptz, finished_at timestamptz, last_error text
 )
 language plpgsql stable
-set search_path = public, pg_temp
+set search_path from current
 as $$
 begin
     if p_limit is null or p_limit < 1 or p_limit > 1000 then

@@ -7,7 +7,7 @@ create or replace function report_timeline(
     wait_before_s numeric, duration_s numeric, outcome text, error text
 )
 language plpgsql stable
-set search_path = public, pg_temp
+set search_path from current
 as $$
 begin
     if p_job_id is null then

@@ -7,7 +7,7 @@ create or replace function retry_dead(
 ) returns setof jobs
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 as $$
 declare
     v_job jobs;

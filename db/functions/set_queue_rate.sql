@@ -1,15 +1,18 @@
 -- set_queue_rate: at most p_jobs_per_second of the queue's jobs started per second, across all workers
 -- (claim_jobs_at enforces it with a bucket of greatest(1, rate) tokens); null removes the rate. A new rate
 -- starts with a full bucket; a changed one keeps what its bucket held, up to the new size. Notifies pgqw_jobs
--- with the queue. Returns the queue's row. Raises QV400 (null, blank or over-long name; a rate that is NaN,
+-- with the queue. Returns the queue's row.
+-- A queue that is not known yet is refused (QU404) unless p_create.
+-- Raises QU404, QV400 (null, blank or over-long name; a rate that is NaN,
 -- not above 0, above 1000000 or with more than 6 decimal places).
 create or replace function set_queue_rate(
     p_queue            text,
-    p_jobs_per_second  numeric
+    p_jobs_per_second  numeric,
+    p_create           boolean default false
 ) returns setof queues
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 as $$
 begin
     if p_queue is null or p_queue !~ '\S' or length(p_queue) > 100 then
@@ -34,6 +37,7 @@ begin
             message = format('jobs per second must have at most 6 decimal places, got %s',
                              left(p_jobs_per_second::text, 40));
     end if;
+    perform raise_unknown_queue(p_queue, p_create);
     -- The bucket: refilled at the old rate up to now (as claim_jobs_at would), then held to the new size.
     -- Waiting jobs the old limit or rate held back may start now: a listening worker that found
     -- nothing does not poll, so it is woken.

@@ -13,7 +13,7 @@ create or replace function set_schedule(
 ) returns setof schedules
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 as $$
 declare
     v_problem text;

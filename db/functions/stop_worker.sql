@@ -5,7 +5,7 @@ create or replace function stop_worker(
 ) returns setof workers
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 as $$
 begin
     if p_worker_id is null then

@@ -6,7 +6,7 @@ create or replace function sweep_stuck()
 returns table (job_id uuid, attempt integer, worker_id text, status text, lease_expired_at timestamptz)
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 as $$
 begin
     -- The server's clock: only the owner may sweep as of another time (sweep_stuck_at).

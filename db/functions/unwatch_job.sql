@@ -3,7 +3,7 @@
 create or replace function unwatch_job(p_job_id uuid) returns boolean
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 set enable_seqscan = off
 set jit = off
 as $$

@@ -8,7 +8,7 @@
 create or replace function watch_job(p_job_id uuid) returns text
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path from current
 set enable_seqscan = off
 set jit = off
 as $$

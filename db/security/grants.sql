@@ -1,6 +1,7 @@
 -- grants: who may do what in this database. Re-applied by every `pgqw migrate` in the transaction that
 -- re-applies the functions, so a function is never callable by PUBLIC, not even for a moment.
--- Run as the role that owns the queue's tables and functions (the role that ran the migrations).
+-- Run as the role that owns the queue's tables and functions (the role that ran the migrations), with the
+-- queue's schema first in search_path (as migrate runs every file): current_schema() is that schema.
 --
 -- What is true of every function in db/functions, said here once (each file's header gives only what
 -- it changes, what it returns and the SQLSTATEs it raises):
@@ -14,15 +15,16 @@
 --     times alone (when the next jobs of given queues and types come due).
 --   * list_schedules only reads, but is security definer for the same reason: a worker's scheduler reads
 --     the schedules through it. check_schedule_cron only computes (security invoker, reads nothing).
---   * raise_job_not_held is security invoker and internal: only the owner's functions call it, and no
+--   * raise_job_not_held and raise_unknown_queue are security invoker and internal: only the owner's functions call it, and no
 --     role may execute it.
 --   * claim_jobs_at and sweep_stuck_at take the time as an argument (tests, repairs): only the owner
 --     may execute them. Every role's claim and sweep use the server's clock (claim_jobs, sweep_stuck).
 --   * A claimed attempt is spoken for by its lease token, returned by the claim to its caller alone;
 --     job_attempts keeps only its SHA-256. mark_*, release_job and heartbeat act only for the token's
 --     attempt, so a session can finish, fail, hand back or extend only what its own claims hold.
---   * Every function pins search_path to public, pg_temp, so a caller's own objects cannot stand in for
---     the queue's.
+--   * Every function pins search_path to the queue's schema, then pg_temp (`set search_path from current`:
+--     the search_path migrate runs the files with), so a caller's own objects cannot stand in for the
+--     queue's. Only the owner may create objects in the schema; the roles get USAGE on it.
 --   * Who may execute which function is the list below, and nothing else: PUBLIC may execute none.
 --
 -- Nobody but that owner may insert, update, delete or truncate jobs and job_attempts: the roles change
@@ -40,14 +42,16 @@ declare
         'report_timeline, retry_dead, stop_worker, sweep_stuck, sweep_stuck_at, pause_queue, resume_queue, set_queue_limit, '
         'set_queue_rate, cancel_job, mark_cancelled, next_run_at, '
         'check_schedule_cron, set_schedule, pause_schedule, resume_schedule, delete_schedule, register_schedules, '
-        'enqueue_schedule_slots, list_schedules, watch_job, unwatch_job';
-    -- schema_migrations is pgqw migrate's ledger; a database installed with psql alone has none.
+        'enqueue_schedule_slots, list_schedules, watch_job, unwatch_job, raise_unknown_queue';
+    -- migrations is pgqw migrate's ledger; a database installed with psql alone has none.
     v_tables constant text := 'jobs, job_attempts, job_results, flyers, queue_settings, task_types, '
         'task_type_settings, workers, queues, job_cancel_requests, schedules, job_waiters'
-        || case when to_regclass('schema_migrations') is null then '' else ', schema_migrations' end;
+        || case when to_regclass('migrations') is null then '' else ', migrations' end;
+    v_schema constant text := current_schema();
     v_role text;
     v_grant record;
 begin
+    execute format('revoke all on schema %I from public', v_schema);
     execute format('revoke all on table %s from public', v_tables);
     execute format('revoke all on function %s from public', v_functions);
 
@@ -56,8 +60,11 @@ begin
             raise notice 'role % does not exist: its grants are skipped', v_role;
             continue;
         end if;
+        execute format('revoke all on schema %I from %I', v_schema, v_role);
         execute format('revoke all on table %s from %I', v_tables, v_role);
         execute format('revoke all on function %s from %I', v_functions, v_role);
+        -- Each role may name what is in the schema (and nothing more: what it may do is below).
+        execute format('grant usage on schema %I to %I', v_schema, v_role);
     end loop;
 
     for v_grant in
@@ -89,7 +96,8 @@ begin
             -- When the next delayed job comes due (after a missed pgqw_jobs_at notification).
             ('pgqw_worker', 'execute on function next_run_at'),
             -- Operators (pgqw report, pgqw check-idempotency, psql): every function but the internal
-            -- raise_job_not_held and the owner's clock (claim_jobs_at, sweep_stuck_at), every table read,
+            -- raise_job_not_held and raise_unknown_queue and the owner's clock (claim_jobs_at,
+            -- sweep_stuck_at), every table read,
             -- the settings changed. Still no direct write to jobs
             -- or job_attempts: a repair goes through the functions too.
             ('pgqw_admin', 'execute on function backoff_delay, claim_job, claim_jobs, enqueue_job, '

@@ -7,6 +7,10 @@
 --                its row locks, and sweep_stuck, which skips locked rows, recovers the job.
 --   pgqw_api:    a statement running for 5 s is canceled (57014, a 503), and an idle transaction ended.
 --   pgqw_admin:  nothing: reports and repairs by hand may take their time.
+-- And in this database only (ALTER ROLE … IN DATABASE), for all three: a search_path that starts with the
+-- queue's schema (then public), so `select * from claim_job('w1')` works as written from psql for each
+-- role; the schema is current_schema(), first in the search_path migrate runs the files with. Other
+-- databases of the server, and other roles, keep theirs: migrate never sets a database's own default.
 -- A role that does not exist is skipped with a notice; a migrating role that may not alter the roles
 -- (no CREATEROLE, or no ADMIN OPTION on them) gets a notice with the statement for a DBA to run.
 do $$
@@ -40,6 +44,28 @@ begin
                     v_role, v_role, v_setting.name, quote_literal(v_setting.value);
             end;
         end loop;
+    end loop;
+end
+$$;
+
+do $$
+declare
+    v_role text;
+    v_path constant text := format('%I, public', current_schema());
+begin
+    foreach v_role in array array['pgqw_api', 'pgqw_worker', 'pgqw_admin'] loop
+        continue when to_regrole(v_role) is null;
+        continue when exists (
+            select 1 from pg_db_role_setting d
+             where d.setrole = to_regrole(v_role)
+               and d.setdatabase = (select b.oid from pg_database b where b.datname = current_database())
+               and d.setconfig @> array['search_path=' || v_path]);
+        begin
+            execute format('alter role %I in database %I set search_path = %s', v_role, current_database(), v_path);
+        exception when insufficient_privilege then
+            raise notice 'may not alter role %: have a DBA run: alter role % in database % set search_path = %',
+                v_role, v_role, quote_ident(current_database()), v_path;
+        end;
     end loop;
 end
 $$;

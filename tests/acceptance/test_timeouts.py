@@ -30,11 +30,12 @@ from typing import Any, Iterator
 
 import psycopg
 import pytest
+from pgqw.worker.database import connect_kwargs as worker_connect_kwargs
 
 from pgqw import db, launch, tasks
 from pgqw.config import Settings
 from pgqw.migrate import migrate
-from pgqw.worker.database import connect_kwargs as worker_connect_kwargs
+from tests.lab import new_database
 from tests.lab.cluster import OwnedCluster
 
 STATEMENT_MS = 2000      # the API's API_STATEMENT_TIMEOUT_MS here: a cut after 3 s
@@ -61,7 +62,7 @@ def server(cluster: OwnedCluster, request: pytest.FixtureRequest) -> Iterator[Ow
     try:
         with psycopg.connect(cluster.url(), autocommit=True) as admin:
             admin.execute("drop database if exists q with (force)")
-            admin.execute("create database q")
+            new_database(admin, "q")
         migrate(cluster.url("q"))
         with psycopg.connect(cluster.url("q"), autocommit=True) as conn:
             from pgqw import demo  # noqa: F401 - its @task definitions

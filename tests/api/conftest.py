@@ -2,19 +2,16 @@
 is checked against the OpenAPI document (status documented, content type documented, schema valid)."""
 from __future__ import annotations
 
-import uuid
 from typing import Any, Iterator
 
 import psycopg
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from pgqw.app import close_pool, create_app
 from tests.api.openapi_check import check_response
-from tests.helpers import snapshot
+from tests.helpers import database_copy, snapshot
 
 
 class CheckedClient(FlaskClient):
@@ -48,13 +45,8 @@ def client(app: Flask) -> FlaskClient:
 
 @pytest.fixture(scope="module")
 def shared_db_url(pg_server: str, template_db: str) -> Iterator[str]:
-    name = f"pgqw_m_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_server, autocommit=True) as admin:
-        admin.execute(sql.SQL("create database {} template {}").format(sql.Identifier(name),
-                                                                       sql.Identifier(template_db)))
-    yield make_conninfo(pg_server, dbname=name)
-    with psycopg.connect(pg_server, autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+    with database_copy(pg_server, template_db, "pgqw_m_") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

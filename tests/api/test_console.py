@@ -101,6 +101,7 @@ def test_throughput_bad_query_is_a_400(shared_client: FlaskClient, unchanged: No
 
 
 def test_jobs_search_by_id_prefix_type_queue_and_status(client: FlaskClient, conn: psycopg.Connection) -> None:
+    db.register_task_types(conn, types=[{"name": "send_email", "payload_schema": {}}])
     a = enqueue(conn, queue="emails", type="send_email", payload={"to": "a@example.com"})
     b = enqueue(conn, queue="emails")
     c = enqueue(conn, queue="reports")

@@ -113,8 +113,8 @@ def test_served_api_takes_a_task_type_registered_while_it_runs(server: str, conn
     body = json.dumps({"type": "send_receipt", "payload": {"order": 42}}).encode()
     status, answer = post_job(server, "receipt-42", body)
     assert status == 422
-    assert answer["error"]["details"] == [
-        {"field": "type", "problem": "must be a registered task type: listing_flyer, noop"}]
+    assert (answer["error"]["code"], answer["error"]["details"]["sqlstate"]) == ("unknown_task_type", "QT422")
+    assert answer["error"]["details"]["detail"] == "registered: listing_flyer, noop"
     db.register_task_types(conn, types=[{"name": "send_receipt", "payload_schema": {
         "type": "object", "required": ["order"], "properties": {"order": {"type": "integer"}}}}])
     status, answer = post_job(server, "receipt-42", body)  # a refused request did not use up its key

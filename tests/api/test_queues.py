@@ -19,8 +19,8 @@ def queues_rows(conn: psycopg.Connection) -> list[dict[str, Any]]:
 def test_queues_pause_and_resume_answer_the_queue_and_are_idempotent(
     client: FlaskClient, conn: psycopg.Connection
 ) -> None:
-    for _ in range(2):
-        r = client.post("/api/queues/emails/pause")
+    for n in range(2):  # a queue no job has named yet: made on request the first time
+        r = client.post("/api/queues/emails/pause" + ("?create=true" if n == 0 else ""))
         assert r.status_code == 200
         assert r.get_json()["data"] == {"name": "emails", "paused": True, "maxRunning": None,
                                              "jobsPerSecond": None}
@@ -34,7 +34,7 @@ def test_queues_pause_and_resume_answer_the_queue_and_are_idempotent(
 
 @pytest.mark.parametrize("method", ["put", "post"])
 def test_queues_limit_sets_and_removes_the_limit(client: FlaskClient, conn: psycopg.Connection, method: str) -> None:
-    r = getattr(client, method)("/api/queues/emails/limit", json={"max_running": 2})
+    r = getattr(client, method)("/api/queues/emails/limit", json={"max_running": 2, "create": True})
     assert r.status_code == 200
     assert r.get_json()["data"] == {"name": "emails", "paused": False, "maxRunning": 2,
                                          "jobsPerSecond": None}
@@ -45,7 +45,7 @@ def test_queues_limit_sets_and_removes_the_limit(client: FlaskClient, conn: psyc
 
 @pytest.mark.parametrize("method", ["put", "post"])
 def test_queues_rate_sets_and_removes_the_rate(client: FlaskClient, conn: psycopg.Connection, method: str) -> None:
-    client.put("/api/queues/emails/limit", json={"max_running": 3})
+    client.put("/api/queues/emails/limit?create=true", json={"max_running": 3})
     r = getattr(client, method)("/api/queues/emails/rate", json={"jobs_per_second": 2.5})
     assert r.status_code == 200
     assert r.get_json()["data"] == {"name": "emails", "paused": False, "maxRunning": 3, "jobsPerSecond": 2.5}
@@ -71,7 +71,7 @@ def test_queues_list_gives_each_known_queue_with_its_numbers(client: FlaskClient
     db.claim_job(conn, worker_id="w", queues=["emails"])
     client.put("/api/queues/emails/limit", json={"max_running": 4})
     client.put("/api/queues/emails/rate", json={"jobs_per_second": 0.5})
-    client.post("/api/queues/reports/pause")
+    client.post("/api/queues/reports/pause?create=true")
     r = client.get("/api/queues")
     assert r.status_code == 200
     found = {q["name"]: q for q in r.get_json()["data"]}
@@ -114,7 +114,7 @@ def test_queues_list_gives_each_known_queue_with_its_numbers(client: FlaskClient
 def test_queues_bad_input_is_400_in_the_envelope_and_changes_nothing(
     client: FlaskClient, conn: psycopg.Connection, path: str, body: Any
 ) -> None:
-    db.set_queue_limit(conn, queue="emails", max_running=7)
+    db.set_queue_limit(conn, queue="emails", max_running=7, create=True)
     db.set_queue_rate(conn, queue="emails", jobs_per_second=3)
     before = snapshot(conn) + queues_rows(conn)
     r = client.put(path, json=body) if path.endswith(("/limit", "/rate")) else client.post(path)
@@ -122,6 +122,32 @@ def test_queues_bad_input_is_400_in_the_envelope_and_changes_nothing(
     error = r.get_json()["error"]
     assert error["code"] == "invalid_argument" and error["message"]
     assert snapshot(conn) + queues_rows(conn) == before
+
+
+@pytest.mark.parametrize("method, path, body", [
+    ("post", "/api/queues/nosuchqueue/pause", None),
+    ("post", "/api/queues/nosuchqueue/resume", None),
+    ("put", "/api/queues/nosuchqueue/limit", {"max_running": 3}),
+    ("put", "/api/queues/nosuchqueue/rate", {"jobs_per_second": 1}),
+    ("put", "/api/queues/nosuchqueue/rate", {"jobs_per_second": 1, "create": False}),
+    ("post", "/api/queues/nosuchqueue/pause?create=false", None),
+])
+def test_queues_never_seen_is_404_and_makes_nothing(client: FlaskClient, conn: psycopg.Connection, method: str,
+                                                    path: str, body: Any) -> None:
+    enqueue(conn, queue="emails")
+    before = snapshot(conn) + queues_rows(conn)
+    r = getattr(client, method)(path, json=body) if body is not None else getattr(client, method)(path)
+    assert r.status_code == 404
+    error = r.get_json()["error"]
+    assert (error["code"], error["details"]["sqlstate"]) == ("queue_not_found", "QU404")
+    assert "nosuchqueue" in error["message"] and "create" in error["details"]["hint"]
+    assert snapshot(conn) + queues_rows(conn) == before
+
+
+def test_queues_create_must_be_a_boolean(client: FlaskClient, conn: psycopg.Connection) -> None:
+    assert client.post("/api/queues/q/pause?create=yes").status_code == 400
+    assert client.put("/api/queues/q/limit", json={"max_running": 1, "create": "yes"}).status_code == 400
+    assert queues_rows(conn) == []
 
 
 def test_queues_rate_too_large_for_a_float_is_400(client: FlaskClient, conn: psycopg.Connection) -> None:

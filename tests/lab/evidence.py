@@ -16,10 +16,11 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from pgqw import config
-from pgqw.errors import UsageError
-from tests.lab import ROOT
 from pgqw.embedded import database_url
+from pgqw.errors import UsageError
 from pgqw.migrate import migrate
+from pgqw.tasks import register_modules
+from tests.lab import ROOT, new_database
 from tests.lab.scenarios import DEMO, FAST, SCENARIOS, header
 from tests.lab.stack import Stack
 
@@ -64,10 +65,12 @@ def cmd_evidence(args: argparse.Namespace) -> int:
     for name in names:
         dbname = f"pgqw_evidence_{uuid.uuid4().hex[:8]}"
         with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(sql.SQL("create database {}").format(sql.Identifier(dbname)))
+            new_database(conn, dbname)
         dsn = make_conninfo(admin, dbname=dbname)
         try:
             migrate(dsn)
+            with psycopg.connect(dsn) as conn:  # the demo's task types, as `pgqw migrate` registers them
+                register_modules(conn, ("pgqw.demo",))
             print(f"running {name} ({profile.name} settings)...", flush=True)
             with tempfile.TemporaryDirectory() as logs, Stack(dsn, Path(logs)) as stack:
                 result = SCENARIOS[name](stack, profile)

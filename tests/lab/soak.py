@@ -48,7 +48,8 @@ from pgqw import db, launch
 from pgqw.argtypes import whole
 from pgqw.errors import UsageError
 from pgqw.listing import EXAMPLE_LISTING
-from tests.lab import ROOT, queries
+from pgqw.tasks import register_modules
+from tests.lab import ROOT, new_database, queries
 
 INVALID_LISTING = {**EXAMPLE_LISTING, "currency": "XYZ"}  # a permanent error: dead at its first attempt
 ENQUEUE_BATCH = 500
@@ -318,10 +319,12 @@ class Soak:
         from pgqw.migrate import migrate
 
         with self.connect(self.server_url) as conn:
-            conn.execute(sql.SQL("create database {}").format(sql.Identifier(self.dbname)))
+            new_database(conn, self.dbname)
             version = conn.info.server_version
         self.url = make_conninfo(self.server_url, dbname=self.dbname)
         migrate(self.url)
+        with psycopg.connect(self.url) as conn:  # the demo's task types, as `pgqw migrate` registers them
+            register_modules(conn, ("pgqw.demo",))
         self.server_version = f"{version // 10000}.{version % 10000}"
 
     def drop_database(self) -> None:

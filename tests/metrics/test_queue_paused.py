@@ -30,14 +30,14 @@ def test_metrics_queue_paused_follows_pause_and_resume(app: Flask, conn: psycopg
     enqueue(conn, queue="emails")
     assert _paused(app) == {"default": 0, "emails": 0}
     db.pause_queue(conn, queue="emails")
-    db.pause_queue(conn, queue="reports")  # no job yet: shows all the same
+    db.pause_queue(conn, queue="reports", create=True)  # no job yet: shows all the same
     assert _paused(app) == {"default": 0, "emails": 1, "reports": 1}
     db.resume_queue(conn, queue="emails")
     assert _paused(app) == {"default": 0, "emails": 0, "reports": 1}
 
 
 def test_metrics_every_status_series_is_present_for_a_paused_queue(app: Flask, conn: psycopg.Connection) -> None:
-    db.pause_queue(conn, queue="reports")
+    db.pause_queue(conn, queue="reports", create=True)
     text = app.test_client().get("/metrics").get_data(as_text=True)
     statuses = {s.labels["status"] for f in text_string_to_metric_families(text) for s in f.samples
                 if s.name == "pgqw_jobs" and s.labels["queue"] == "reports"}

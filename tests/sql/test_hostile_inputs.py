@@ -26,11 +26,9 @@ from typing import Any, Iterator
 
 import psycopg
 import pytest
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
-from tests.helpers import one, rows
+from tests.helpers import database_copy, one, rows
 
 FUNCTIONS_DIR = Path(__file__).resolve().parents[2] / "db" / "functions"
 UNKNOWN = uuid.UUID("00000000-0000-4000-8000-000000000000")
@@ -553,6 +551,14 @@ BAD_CALLS = [
     bad("set_queue_limit", "zero-limit", "select * from set_queue_limit('q', 0)", "QV400"),
     bad("set_queue_limit", "min-int-limit", "select * from set_queue_limit('q', -2147483648)", "QV400"),
     bad("set_queue_limit", "limit-overflow", "select * from set_queue_limit('q', 2147483648)", "42883"),
+    # A queue never seen (no job, setting, worker, type or schedule), not asked to be created: QU404.
+    bad("pause_queue", "unknown-queue", "select * from pause_queue('never-seen')", "QU404"),
+    bad("resume_queue", "unknown-queue", f"select * from resume_queue($${INJECTION}$$)", "QU404"),
+    bad("set_queue_limit", "unknown-queue", "select * from set_queue_limit('never-seen', 1)", "QU404"),
+    bad("set_queue_rate", "unknown-queue", "select * from set_queue_rate('never-seen', 1, false)", "QU404"),
+    # raise_unknown_queue(queue, create): returns only for a known queue or create
+    bad("raise_unknown_queue", "unknown-queue", "select raise_unknown_queue('never-seen', false)", "QU404"),
+    bad("raise_unknown_queue", "null-create", "select raise_unknown_queue('never-seen', null)", "QU404"),
     # set_schedule(name, task_type, cron, payload, queue, priority, catch_up)
     bad("set_schedule", "null-name", "select * from set_schedule(null, 'noop', '* * * * *')", "QV400"),
     bad("set_schedule", "injection-name", f"select * from set_schedule($${INJECTION}$$, 'noop', '* * * * *')", "QV400"),
@@ -774,7 +780,8 @@ def seed(conn: psycopg.Connection) -> tuple[dict[str, uuid.UUID], dict[str, uuid
     token of each claimed one."""
     conn.execute("truncate jobs, job_attempts, job_results, task_types, workers cascade")
     conn.execute("select register_task_types('[{\"name\": \"listing_flyer\", \"payload_schema\": {}},"
-                 " {\"name\": \"noop\", \"payload_schema\": {}}]')")
+                 " {\"name\": \"noop\", \"payload_schema\": {}}, {\"name\": \"t\", \"payload_schema\": {}},"
+                 " {\"name\": \"email\", \"payload_schema\": {}}]')")
     conn.execute("select register_worker('w1', array['listing_flyer', 'noop'], p_ttl_ms => %s)", [DAY_MS])
     conn.execute("update queue_settings set max_attempts = 5, lease_ms = 60000, retry_extra_attempts = 5,"
                  " backoff_base_ms = 2000, backoff_max_jitter_ms = 1000, backoff_max_delay_ms = 3600000,"
@@ -810,13 +817,8 @@ def seed(conn: psycopg.Connection) -> tuple[dict[str, uuid.UUID], dict[str, uuid
 @pytest.fixture(scope="module")
 def world_url(pg_server: str, template_db: str) -> Iterator[str]:
     """A migrated database of this module's own."""
-    name = f"pgqw_h_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_server, autocommit=True) as admin:
-        admin.execute(sql.SQL("create database {} template {}").format(sql.Identifier(name),
-                                                                      sql.Identifier(template_db)))
-    yield make_conninfo(pg_server, dbname=name)
-    with psycopg.connect(pg_server, autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+    with database_copy(pg_server, template_db, "pgqw_h_") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -870,7 +872,7 @@ def test_hostile_input_cases_cover_every_function(world: World) -> None:
     called = {p.values[0].function for p in BAD_CALLS + FINE_CALLS}
     assert called == files
     in_database = {r["proname"] for r in rows(world.conn,
-                   "select proname from pg_proc where pronamespace = 'public'::regnamespace")}
+                   "select proname from pg_proc where pronamespace = current_schema()::regnamespace")}
     assert files <= in_database
     failing_calls = {p.values[0].function for p in BAD_CALLS}
     # Reads without arguments that can be wrong have only hostile-but-valid calls.
@@ -928,6 +930,9 @@ def test_hostile_text_round_trips_through_every_text_argument(conn: psycopg.Conn
     """Hostile but valid text is data: stored and returned exactly, never run as SQL."""
     for n, text in enumerate(HOSTILE_TEXT):
         key = f"hostile-{n}:{INJECTION.replace(' ', '')}"  # keys are visible ASCII: no spaces
+        registered = rows(conn, "select name from register_task_types(%s::jsonb)",
+                          [Jsonb([{"name": text, "payload_schema": {}}])])
+        assert registered == [{"name": text}]
         job = one(conn, "select * from enqueue_job(%s::text, %s::jsonb, %s::text, %s::text)",
                   [text, Jsonb({text: [text]}), key, text])
         assert (job["type"], job["payload"], job["idempotency_key"], job["queue"]) == (text, {text: [text]}, key, text)

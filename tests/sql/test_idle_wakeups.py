@@ -75,7 +75,7 @@ def test_sweep_leaves_paused_rated_and_full_queues_to_their_own_wake_ups(conn: p
 
 def test_set_queue_limit_and_rate_wake_the_queue(conn: psycopg.Connection, connect) -> None:
     listener = _listener(connect)
-    db.set_queue_limit(conn, queue="reports", max_running=2)
+    db.set_queue_limit(conn, queue="reports", max_running=2, create=True)
     db.set_queue_rate(conn, queue="reports", jobs_per_second=5)
     db.set_queue_limit(conn, queue="reports", max_running=None)
     assert _heard(listener, conn) == [("pgqw_jobs", "reports")] * 3
@@ -83,7 +83,7 @@ def test_set_queue_limit_and_rate_wake_the_queue(conn: psycopg.Connection, conne
 
 def test_a_rated_claim_announces_the_next_token_when_its_bucket_held_jobs_back(conn: psycopg.Connection,
                                                                               connect) -> None:
-    db.set_queue_rate(conn, queue="rated", jobs_per_second=2)  # a bucket of 2 tokens, one every 500 ms
+    db.set_queue_rate(conn, queue="rated", jobs_per_second=2, create=True)  # a bucket of 2 tokens, one every 500 ms
     for _ in range(3):
         enqueue(conn, queue="rated")
     listener = _listener(connect)

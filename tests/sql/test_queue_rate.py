@@ -13,7 +13,7 @@ import pytest
 
 from pgqw import db
 from tests.helpers import one, rows, snapshot
-from tests.sql.test_queues import fill, finish, processing, wait_until_blocked
+from tests.sql.test_queues import fill, processing, wait_until_blocked
 
 
 def claim_at(conn: psycopg.Connection, at: datetime, limit: int = 100, worker: str = "w",
@@ -39,17 +39,18 @@ def finish_rows(conn: psycopg.Connection, claimed: list[dict[str, Any]]) -> None
 # ---- setting it ----
 
 def test_set_queue_rate_starts_a_full_bucket_and_null_removes_it(conn: psycopg.Connection) -> None:
-    row = db.set_queue_rate(conn, queue="r", jobs_per_second=2)
+    row = db.set_queue_rate(conn, queue="r", jobs_per_second=2, create=True)
     assert (row.name, row.jobs_per_second, row.rate_tokens, row.paused, row.max_running) == ("r", 2, 2, False, None)
     assert row.rate_refilled_at is not None
-    assert db.set_queue_rate(conn, queue="slow", jobs_per_second=Decimal("0.25")).rate_tokens == 1  # at least 1
-    assert db.set_queue_rate(conn, queue="f", jobs_per_second=0.1).jobs_per_second == Decimal("0.1")
+    assert db.set_queue_rate(conn, queue="slow", jobs_per_second=Decimal("0.25"),
+        create=True).rate_tokens == 1  # at least 1
+    assert db.set_queue_rate(conn, queue="f", jobs_per_second=0.1, create=True).jobs_per_second == Decimal("0.1")
     row = db.set_queue_rate(conn, queue="r", jobs_per_second=None)
     assert (row.jobs_per_second, row.rate_tokens, row.rate_refilled_at) == (None, None, None)
 
 
 def test_set_queue_rate_keeps_pause_and_limit_and_they_keep_it(conn: psycopg.Connection) -> None:
-    db.set_queue_limit(conn, queue="q", max_running=3)
+    db.set_queue_limit(conn, queue="q", max_running=3, create=True)
     db.pause_queue(conn, queue="q")
     row = db.set_queue_rate(conn, queue="q", jobs_per_second=5)
     assert (row.paused, row.max_running, row.jobs_per_second) == (True, 3, 5)
@@ -113,7 +114,7 @@ def test_set_queue_rate_bad_input_raises_qv400_naming_it_and_changes_nothing(
 
 def test_queues_table_refuses_a_bucket_by_hand_that_breaks_its_rules(conn: psycopg.Connection) -> None:
     """The named constraints hold whoever writes (the owner by hand, too)."""
-    db.set_queue_rate(conn, queue="q", jobs_per_second=2)
+    db.set_queue_rate(conn, queue="q", jobs_per_second=2, create=True)
     for statement, constraint in [
         ("update queues set rate_tokens = 3", "queues_rate_tokens_in_bucket"),
         ("update queues set rate_tokens = -1", "queues_rate_tokens_in_bucket"),
@@ -251,7 +252,7 @@ def test_queue_rate_through_claim_jobs_uses_the_server_clock(conn: psycopg.Conne
 def test_list_queues_gives_the_rate(conn: psycopg.Connection) -> None:
     fill(conn, "a", 1)
     db.set_queue_rate(conn, queue="a", jobs_per_second=Decimal("2.5"))
-    db.pause_queue(conn, queue="b")
+    db.pause_queue(conn, queue="b", create=True)
     found = {q.name: q for q in db.list_queues(conn)}
     assert (found["a"].jobs_per_second, found["b"].jobs_per_second) == (Decimal("2.5"), None)
 

@@ -76,7 +76,7 @@ def test_resume_queue_restores_claims(conn: psycopg.Connection) -> None:
 
 
 def test_resume_queue_wakes_listening_workers(conn: psycopg.Connection, connect) -> None:
-    db.pause_queue(conn, queue="slow")
+    db.pause_queue(conn, queue="slow", create=True)
     listener = connect()
     db.listen(listener)
     db.resume_queue(conn, queue="slow")
@@ -84,13 +84,14 @@ def test_resume_queue_wakes_listening_workers(conn: psycopg.Connection, connect)
 
 
 def test_pause_and_resume_queue_are_idempotent(conn: psycopg.Connection) -> None:
-    db.set_queue_limit(conn, queue="q", max_running=3)
+    db.set_queue_limit(conn, queue="q", max_running=3, create=True)
     assert db.pause_queue(conn, queue="q").paused
     assert db.pause_queue(conn, queue="q").paused
     assert one(conn, "select count(*) as n from queues")["n"] == 1
     assert db.pause_queue(conn, queue="q").max_running == 3  # pausing keeps the limit
     assert not db.resume_queue(conn, queue="q").paused
     assert not db.resume_queue(conn, queue="q").paused
+    fill(conn, "never-paused", 1)
     assert not db.resume_queue(conn, queue="never-paused").paused
 
 
@@ -300,12 +301,46 @@ def test_set_queue_limit_holds_under_a_stress_of_racing_threads(connect) -> None
     "select * from set_queue_limit('q', -1)",
 ])
 def test_queue_functions_bad_input_raise_qv400_and_change_nothing(conn: psycopg.Connection, call: str) -> None:
-    db.set_queue_limit(conn, queue="q", max_running=4)
+    db.set_queue_limit(conn, queue="q", max_running=4, create=True)
     before = snapshot(conn) + rows(conn, "select * from queues")
     with pytest.raises(psycopg.Error) as exc:
         conn.execute(call)
     assert exc.value.sqlstate == "QV400"
     assert snapshot(conn) + rows(conn, "select * from queues") == before
+
+
+@pytest.mark.parametrize("call", [
+    "select * from pause_queue('nosuchqueue')",
+    "select * from resume_queue('nosuchqueue')",
+    "select * from set_queue_limit('nosuchqueue', 3)",
+    "select * from set_queue_rate('nosuchqueue', 5)",
+    "select * from pause_queue('nosuchqueue', p_create => false)",
+])
+def test_queue_functions_refuse_a_queue_never_seen_with_qu404_and_make_nothing(conn: psycopg.Connection,
+                                                                              call: str) -> None:
+    """A typo never makes a queue: no job, setting, worker, task type or schedule has named it."""
+    fill(conn, "real", 1)
+    before = snapshot(conn) + rows(conn, "select * from queues")
+    with pytest.raises(psycopg.Error) as exc:
+        conn.execute(call)
+    assert exc.value.sqlstate == "QU404"
+    assert "nosuchqueue" in exc.value.diag.message_primary and "create" in exc.value.diag.message_hint
+    assert snapshot(conn) + rows(conn, "select * from queues") == before
+
+
+def test_queue_functions_take_a_queue_known_by_a_job_worker_type_or_schedule_or_made_on_request(
+    conn: psycopg.Connection
+) -> None:
+    fill(conn, "by-job", 1)
+    db.register_worker(conn, worker_id="w-q", task_types=["t"], queues=["by-worker"])
+    db.register_task_types(conn, types=[{"name": "typed", "payload_schema": {}, "queue": "by-type"}])
+    db.set_schedule(conn, name="nightly", task_type="t", cron="@daily", queue="by-schedule")
+    for queue in ("by-job", "by-worker", "by-type", "by-schedule", "default"):
+        assert db.pause_queue(conn, queue=queue).paused, queue
+    assert one(conn, "select * from pause_queue('made', p_create => true)")["paused"]
+    assert db.set_queue_limit(conn, queue="made-too", max_running=2, create=True).max_running == 2
+    assert db.set_queue_rate(conn, queue="made-rate", jobs_per_second=1, create=True).jobs_per_second == 1
+    assert not db.resume_queue(conn, queue="made").paused  # known now: it has a row
 
 
 def test_set_queue_limit_below_one_has_its_own_message(conn: psycopg.Connection) -> None:
@@ -319,7 +354,7 @@ def test_set_queue_limit_below_one_has_its_own_message(conn: psycopg.Connection)
 
 def test_queue_stats_shows_paused_queues(conn: psycopg.Connection) -> None:
     fill(conn, "busy", 1)
-    db.pause_queue(conn, queue="quiet")  # a queue with no job yet still shows
+    db.pause_queue(conn, queue="quiet", create=True)  # a queue with no job yet still shows
     paused = {r.queue: r.value for r in db.queue_stats(conn) if r.metric == "queue_paused"}
     assert paused == {"busy": 0, "default": 0, "quiet": 1}
     jobs = {(r.queue, r.label) for r in db.queue_stats(conn) if r.metric == "jobs"}
@@ -329,7 +364,7 @@ def test_queue_stats_shows_paused_queues(conn: psycopg.Connection) -> None:
 def test_list_queues_gives_settings_and_numbers(conn: psycopg.Connection) -> None:
     fill(conn, "a", 3)
     db.claim_jobs(conn, worker_id="w", limit=1, queues=["a"])
-    db.pause_queue(conn, queue="b")
+    db.pause_queue(conn, queue="b", create=True)
     db.set_queue_limit(conn, queue="a", max_running=2)
     found = {q.name: q for q in db.list_queues(conn)}
     assert sorted(found) == ["a", "b"]

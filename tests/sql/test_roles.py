@@ -12,19 +12,18 @@ from typing import Callable, Iterator
 
 import psycopg
 import pytest
-from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from pgqw import db
 from tests.lab import queries
 from pgqw.migrate import function_files
-from tests.helpers import LISTING, job_row, one, rows
+from tests.helpers import LISTING, SCHEMA, database_copy, job_row, one, rows
 from tests.sql import queue_state as states
 from tests.sql.queue_state import snapshot
 
 ROLES = ("pgqw_api", "pgqw_worker", "pgqw_admin")
 TABLES = ("jobs", "job_attempts", "job_results", "flyers", "queue_settings", "task_types", "task_type_settings",
-          "workers", "queues", "job_cancel_requests", "schedules", "job_waiters", "schema_migrations")
+          "workers", "queues", "job_cancel_requests", "schedules", "job_waiters", "migrations")
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
 
 # The functions that change state run as their owner (security definer).
@@ -43,9 +42,9 @@ STATE_CHANGING = (
     "list_schedules",
 )
 # The owner's clock: claims and sweeps as of a time given. No role may execute them.
-OWNER_ONLY = {"raise_job_not_held", "claim_jobs_at", "sweep_stuck_at"}
+OWNER_ONLY = {"raise_job_not_held", "raise_unknown_queue", "claim_jobs_at", "sweep_stuck_at"}
 # The others run with the caller's rights: the reports need SELECT on what they read.
-INVOKER = ("backoff_delay", "raise_job_not_held", "queue_stats", "report_concurrency",
+INVOKER = ("backoff_delay", "raise_job_not_held", "raise_unknown_queue", "queue_stats", "report_concurrency",
            "report_double_runs", "report_latest_jobs", "report_timeline", "check_schedule_cron")
 
 # Exactly what each role may do (db/security/grants.sql).
@@ -96,13 +95,14 @@ CALLS = {
     "register_task_types": "select * from register_task_types('[{\"name\": \"t-refused\", \"payload_schema\": {}}]')",
     "register_worker": "select * from register_worker('w-refused', array['t'])",
     "stop_worker": "select * from stop_worker('w-refused')",
-    "pause_queue": "select * from pause_queue('q-refused')",
-    "resume_queue": "select * from resume_queue('q-refused')",
-    "set_queue_limit": "select * from set_queue_limit('q-refused', 1)",
-    "set_queue_rate": "select * from set_queue_rate('q-refused', 1)",
+    "pause_queue": "select * from pause_queue('q-refused', true)",
+    "resume_queue": "select * from resume_queue('q-refused', true)",
+    "set_queue_limit": "select * from set_queue_limit('q-refused', 1, true)",
+    "set_queue_rate": "select * from set_queue_rate('q-refused', 1, true)",
     "prune_jobs": "select prune_jobs(interval '3650 days', p_batch => 1)",
     "backoff_delay": "select backoff_delay(1)",
     "raise_job_not_held": "select raise_job_not_held(gen_random_uuid(), 1)",
+    "raise_unknown_queue": "select raise_unknown_queue('q-refused', false)",
     "report_timeline": "select * from report_timeline(gen_random_uuid())",
     "report_concurrency": "select * from report_concurrency('w')",
     "report_double_runs": "select * from report_double_runs('w')",
@@ -151,7 +151,7 @@ OTHER_REFUSALS = {
         "update task_types set max_attempts = 1",
         "select * from queue_settings",
         "update queue_settings set max_payload_bytes = 100000000",
-        "select * from schema_migrations",
+        "select * from migrations",
     ),
     "pgqw_worker": RESULT_WRITES + TASK_TYPE_AND_WORKER_WRITES + (
         "update task_types set lease_ms = 1",
@@ -164,14 +164,14 @@ OTHER_REFUSALS = {
         "select * from workers",
         "select * from queue_settings",
         "update queue_settings set lease_ms = 999999999",
-        "select * from schema_migrations",
+        "select * from migrations",
     ),
     "pgqw_admin": RESULT_WRITES + TASK_TYPE_AND_WORKER_WRITES + (
         "update task_types set name = 'renamed'",
         "update task_types set payload_schema = '{}'",
         "delete from queue_settings",
         "insert into queue_settings (id) values (true)",
-        "delete from schema_migrations",
+        "delete from migrations",
     ),
 }
 
@@ -220,7 +220,7 @@ def test_roles_every_function_is_classified_in_these_tests() -> None:
 def test_roles_execute_exactly_their_functions(conn: psycopg.Connection, role: str) -> None:
     allowed = {
         r["proname"] for r in rows(
-            conn, "select p.proname from pg_proc p where p.pronamespace = 'public'::regnamespace"
+            conn, "select p.proname from pg_proc p where p.pronamespace = current_schema()::regnamespace"
                   " and has_function_privilege(%s, p.oid, 'execute')", [role])
     }
     assert allowed == EXECUTE[role]
@@ -231,7 +231,7 @@ def test_roles_hold_exactly_their_table_privileges(conn: psycopg.Connection, rol
     held = {
         (table, privilege)
         for table in TABLES for privilege in TABLE_PRIVILEGES
-        if one(conn, "select has_table_privilege(%s, %s, %s) as ok", [role, f"public.{table}", privilege])["ok"]
+        if one(conn, "select has_table_privilege(%s, %s, %s) as ok", [role, f"{SCHEMA}.{table}", privilege])["ok"]
     }
     assert held == GRANTED[role]
 
@@ -250,34 +250,37 @@ def test_roles_update_only_a_dbas_columns_of_task_types(conn: psycopg.Connection
 def test_roles_nothing_of_the_queue_is_granted_to_public(conn: psycopg.Connection) -> None:
     # A null ACL means the defaults, which for a function include EXECUTE for PUBLIC (grantee 0).
     open_functions = rows(
-        conn, "select p.proname from pg_proc p where p.pronamespace = 'public'::regnamespace"
+        conn, "select p.proname from pg_proc p where p.pronamespace = current_schema()::regnamespace"
               " and (p.proacl is null or exists (select 1 from aclexplode(p.proacl) a where a.grantee = 0))")
     assert open_functions == []
     open_tables = rows(
-        conn, "select c.relname from pg_class c where c.relnamespace = 'public'::regnamespace"
+        conn, "select c.relname from pg_class c where c.relnamespace = current_schema()::regnamespace"
               " and c.relname = any(%s)"
               " and exists (select 1 from aclexplode(c.relacl) a where a.grantee = 0)", [list(TABLES)])
     assert open_tables == []
 
 
-def test_roles_cannot_create_objects_in_schema_public(conn: psycopg.Connection) -> None:
-    """Pinning search_path to public only protects the functions while nobody but the owner can put
-    objects there; PostgreSQL 15 and later no longer grant CREATE on it to PUBLIC."""
+def test_roles_cannot_create_objects_in_the_queues_schema(conn: psycopg.Connection) -> None:
+    """Pinning search_path to the queue's schema only protects the functions while nobody but the owner
+    can put objects there: each role may name what is in it (USAGE), and create nothing in it; PUBLIC
+    holds nothing on it."""
     for role in ROLES:
-        assert not one(conn, "select has_schema_privilege(%s, 'public', 'create') as ok", [role])["ok"], role
-        assert one(conn, "select has_schema_privilege(%s, 'public', 'usage') as ok", [role])["ok"], role
+        assert not one(conn, "select has_schema_privilege(%s, %s, 'create') as ok", [role, SCHEMA])["ok"], role
+        assert one(conn, "select has_schema_privilege(%s, %s, 'usage') as ok", [role, SCHEMA])["ok"], role
+    acl = one(conn, "select coalesce(nspacl, '{}')::text[] as acl from pg_namespace where nspname = %s", [SCHEMA])["acl"]
+    assert not [a for a in acl if a.startswith("=")], acl  # "=U/owner" would be PUBLIC's
 
 
 def test_state_changing_functions_are_security_definer_with_a_pinned_search_path(conn: psycopg.Connection) -> None:
     found = {r["proname"]: r for r in rows(
         conn, "select proname, prosecdef, coalesce(proconfig, '{}') as config from pg_proc"
-              " where pronamespace = 'public'::regnamespace")}
+              " where pronamespace = current_schema()::regnamespace")}
     for name in STATE_CHANGING:
         assert found[name]["prosecdef"], f"{name} is not security definer"
-        assert "search_path=public, pg_temp" in found[name]["config"], (name, found[name]["config"])
+        assert f"search_path={SCHEMA}, pg_temp" in found[name]["config"], (name, found[name]["config"])
     for name in INVOKER:
         assert not found[name]["prosecdef"], f"{name} should run with the caller's rights"
-        assert "search_path=public, pg_temp" in found[name]["config"], (name, found[name]["config"])
+        assert f"search_path={SCHEMA}, pg_temp" in found[name]["config"], (name, found[name]["config"])
 
 
 # ---- what each role can do ----
@@ -338,7 +341,7 @@ def test_worker_role_registers_claims_heartbeats_marks_with_results_releases_swe
 
     # claim (only its task types), heartbeat, success with its result
     q = queue_of(1)
-    states.pending(conn, queue=q, type="not-this-workers")
+    states.pending(conn, queue=q, type="noop")
     job = db.claim_job(worker, worker_id="w1", queues=[q], task_types=["listing_flyer"])
     assert job is not None and job.type == "listing_flyer" and job.locked_by == "w1"
     # The lease it was granted comes back with the claim: no table read needed.
@@ -411,7 +414,7 @@ def test_admin_role_reports_changes_settings_and_repairs(conn: psycopg.Connectio
     assert queries.summarize_jobs(admin, job_ids=[dead.id, done.id]).flyers == 1
     assert any(s.metric == "jobs" for s in db.queue_stats(admin))
     assert one(admin, "select backoff_delay(3, 1000, 0, 3600000, 0) as d")["d"] == timedelta(seconds=4)
-    assert len(rows(admin, "select * from schema_migrations")) >= 1
+    assert len(rows(admin, "select * from migrations")) >= 1
     assert db.get_flyer(admin, job_id=done.id) == states.PDF
 
     admin.execute("update queue_settings set lease_ms = 30000, retry_extra_attempts = 2")
@@ -435,20 +438,14 @@ def test_admin_role_reports_changes_settings_and_repairs(conn: psycopg.Connectio
 
 @pytest.fixture(scope="module")
 def shared_db(pg_server: str, template_db: str) -> Iterator[str]:
-    name = f"pgqw_r_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_server, autocommit=True) as admin:
-        admin.execute(sql.SQL("create database {} template {}").format(sql.Identifier(name),
-                                                                       sql.Identifier(template_db)))
-    dsn = make_conninfo(pg_server, dbname=name)
-    with psycopg.connect(dsn, autocommit=True) as owner:
-        # Something in every table, so a refused write would have rows to change.
-        done = states.succeeded(owner)
-        states.dead(owner)
-        states.processing(owner)
-        assert done.status == "succeeded"
-    yield dsn
-    with psycopg.connect(pg_server, autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+    with database_copy(pg_server, template_db, "pgqw_r_") as dsn:
+        with psycopg.connect(dsn, autocommit=True) as owner:
+            # Something in every table, so a refused write would have rows to change.
+            done = states.succeeded(owner)
+            states.dead(owner)
+            states.processing(owner)
+            assert done.status == "succeeded"
+        yield dsn
 
 
 @pytest.fixture(scope="module")
@@ -493,9 +490,9 @@ def test_roles_cannot_call_other_roles_functions(role_conns, unchanged, role: st
 # ---- a caller's own objects cannot stand in for the queue's ----
 
 def test_definer_functions_ignore_a_callers_temp_tables(conn: psycopg.Connection, as_role) -> None:
-    states.pending(conn)  # one row in public.jobs
+    states.pending(conn)  # one row in the queue's jobs
     api = as_role("pgqw_api")
-    api.execute("create temp table jobs (like public.jobs including all)")
+    api.execute(f"create temp table jobs (like {SCHEMA}.jobs including all)")
     api.execute("create temp table queue_settings as select true as id, 1 as max_attempts,"
                 " 0 as backoff_base_ms, 0 as backoff_max_jitter_ms, 0 as backoff_max_delay_ms,"
                 " 1 as lease_ms, 1 as retry_extra_attempts, 2 as max_payload_bytes")
@@ -504,8 +501,8 @@ def test_definer_functions_ignore_a_callers_temp_tables(conn: psycopg.Connection
     assert one(api, "select max_payload_bytes from queue_settings")["max_payload_bytes"] == 2
 
     made = db.enqueue_job(api, type="listing_flyer", payload=dict(LISTING), idempotency_key="temp-trap")
-    assert made.created and made.max_attempts == 5  # public.queue_settings, not the temp one
-    assert one(conn, "select count(*) as n from public.jobs where id = %s", [made.id])["n"] == 1
+    assert made.created and made.max_attempts == 5  # the queue's queue_settings, not the temp one
+    assert one(conn, "select count(*) as n from jobs where id = %s", [made.id])["n"] == 1
     assert one(api, "select count(*) as n from pg_temp.jobs")["n"] == 0
 
     worker = as_role("pgqw_worker")
@@ -513,7 +510,7 @@ def test_definer_functions_ignore_a_callers_temp_tables(conn: psycopg.Connection
     assert one(worker, "select lease_ms from queue_settings")["lease_ms"] == 1
     job = db.claim_job(worker, worker_id="w-temp", queues=[made.queue])
     assert job is not None and job.id == made.id
-    assert job.lease_expires_at - job.started_at == timedelta(minutes=1)  # public lease_ms, not 1 ms
+    assert job.lease_expires_at - job.started_at == timedelta(minutes=1)  # the queue's lease_ms, not 1 ms
 
 
 def test_definer_functions_ignore_functions_in_a_schema_first_on_the_callers_path(
@@ -523,7 +520,7 @@ def test_definer_functions_ignore_functions_in_a_schema_first_on_the_callers_pat
     worker = as_role("pgqw_worker")
     worker.execute(
         "create function hostile.claim_jobs_at(p_now timestamptz, p_worker_id text, p_limit integer,"
-        " p_queues text[], p_lease_ms integer, p_task_types text[]) returns setof public.jobs language plpgsql as"
+        f" p_queues text[], p_lease_ms integer, p_task_types text[]) returns setof {SCHEMA}.jobs language plpgsql as"
         " $$ begin raise exception using errcode = 'HJ001', message = 'hijacked claim_jobs_at'; end $$")
     worker.execute(
         "create function hostile.backoff_delay(p_attempt integer, p_base_ms integer, p_max_jitter_ms integer,"
@@ -538,7 +535,7 @@ def test_definer_functions_ignore_functions_in_a_schema_first_on_the_callers_pat
                    " 1 as lease_ms, 1 as retry_extra_attempts, 2 as max_payload_bytes")
     worker.execute("create table hostile.task_type_settings as select 'listing_flyer'::text as name,"
                    " 1 as lease_ms, 0 as backoff_base_ms, 0 as backoff_max_jitter_ms, 0 as backoff_max_delay_ms")
-    worker.execute("set search_path = hostile, public")
+    worker.execute(f"set search_path = hostile, {SCHEMA}, public")
     # The trap works: unqualified names in the caller's own statements find the hostile objects.
     with pytest.raises(psycopg.Error) as exc:
         worker.execute("select * from claim_jobs_at(now(), 'w', 1, null::text[], null::integer, null::text[])")
@@ -550,11 +547,11 @@ def test_definer_functions_ignore_functions_in_a_schema_first_on_the_callers_pat
     claimed = db.claim_job(worker, worker_id="w-h", queues=[job.queue])  # claim_job calls claim_jobs_at
     assert claimed is not None and claimed.id == job.id
     assert claimed.lease_expires_at - claimed.started_at == timedelta(minutes=1)
-    # The task type's backoff (null arguments): public.task_type_settings and public.backoff_delay.
+    # The task type's backoff (null arguments): the queue's task_type_settings and backoff_delay.
     conn.execute("update task_types set backoff_base_ms = 60000, backoff_max_jitter_ms = 0"
                  " where name = 'listing_flyer'")
     failed = db.mark_failed(worker, job_id=job.id, lease_token=claimed.lease_token, error="boom")
     assert failed.run_at - datetime.now(timezone.utc) > timedelta(seconds=50)
     with pytest.raises(psycopg.Error) as exc:
         db.mark_succeeded(worker, job_id=job.id, lease_token=claimed.lease_token)
-    assert exc.value.sqlstate == "QL409"  # public.raise_job_not_held explained and raised
+    assert exc.value.sqlstate == "QL409"  # the queue's raise_job_not_held explained and raised

@@ -206,7 +206,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.db = self.conns["observer"]
         self.db.execute("truncate jobs, job_attempts, job_results, task_types, workers cascade")
         self.db.execute("select register_task_types(%s::jsonb)",
-                        [Jsonb([{"name": t, "payload_schema": {}} for t in TYPES])])
+                        [Jsonb([{"name": n, "payload_schema": {}} for t in TYPES for n in (t, t + "-other")])])
         settings_row = one(self.db, "select max_attempts, lease_ms, retry_extra_attempts, backoff_max_delay_ms"
                                     " from queue_settings")
         assert settings_row == SETTINGS_ROW

@@ -79,7 +79,7 @@ def test_trust_only_a_claim_returns_a_token_and_no_function_returns_its_hash(con
     a token's hash."""
     returning = {r["proname"]: set(r["outs"]) for r in rows(
         conn, "select p.proname, coalesce(p.proargnames, '{}') as outs from pg_proc p"
-              " where p.pronamespace = 'public'::regnamespace")}
+              " where p.pronamespace = current_schema()::regnamespace")}
     assert {name for name, outs in returning.items() if "lease_token" in outs} == {
         "claim_job", "claim_jobs", "claim_jobs_at"}
     assert {name for name, outs in returning.items() if "lease_token_hash" in outs} == set()

@@ -83,7 +83,7 @@ class _SentCursor:
         self._sent = sent
 
     def execute(self, query: Any, params: Any = None, **kwargs: Any) -> "_SentCursor":
-        called = re.search(r"\bfrom\s+(\w+)\s*\(", str(query))
+        called = re.search(r"\bfrom\s+(?:\w+\.)?(\w+)\s*\(", str(query))  # schema-qualified
         self._sent.append((called.group(1) if called else str(query), dict(params or {})))
         self._cur.execute(query, params, **kwargs)
         return self
@@ -126,7 +126,16 @@ class Recording(Direct):
         return fn(_SentConnection(self.conn, self.sent))  # type: ignore[arg-type]
 
 
+def registered(conn: psycopg.Connection, type_: str) -> None:
+    """The task type a test's own registry defines, registered as a worker's start would (no code defaults),
+    unless it already is (the template's types keep their own)."""
+    if db.get_task_type(conn, name=type_) is None:
+        db.register_task_types(conn, types=[{"name": type_, "payload_schema": {}}])
+
+
 def claimed(conn: psycopg.Connection, worker: str = "w1", lease_ms: int | None = None, **job: Any) -> db.ClaimedJob:
+    if "type" in job:
+        registered(conn, job["type"])
     enqueue(conn, **job)
     found = db.claim_job(conn, worker_id=worker, lease_ms=lease_ms)
     assert found is not None

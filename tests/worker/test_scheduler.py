@@ -174,3 +174,26 @@ def test_a_worker_process_enqueues_a_due_slot_and_runs_its_job(conn: psycopg.Con
     job_id = rows(conn, "select id from jobs where idempotency_key like 'schedule:every-minute@%'")[0]["id"]
     wait_for("the scheduled job succeeded",
              lambda: rows(conn, "select status from jobs where id = %s", [job_id])[0]["status"] == "succeeded")
+
+
+def test_scheduler_enqueues_only_the_schedules_of_types_this_worker_runs(conn: psycopg.Connection) -> None:
+    """A worker that knows only refund_order leaves nightly_report's slots alone, however many pass: no
+    job piles up for a type no live worker runs. When a worker that runs it comes, catch_up="latest"
+    gives the one latest missed slot its job."""
+    db.register_task_types(conn, types=[{"name": "nightly_report", "payload_schema": {}}])
+    db.set_schedule(conn, name="nightly", task_type="nightly_report", cron="* * * * *")
+    since(conn, "nightly", T0 - timedelta(seconds=30))
+    refunds = Registry()
+    refunds.task("refund_order", model=dict)(lambda payload, ctx: None)
+    clock = [T0]
+    other, _ = scheduler(conn, clock, refunds)
+    for minute in range(5):
+        clock[0] = T0 + timedelta(minutes=minute, seconds=1)
+        other.tick()
+    assert job_slots(conn) == []
+    reports = Registry()
+    reports.task("nightly_report", model=dict)(lambda payload, ctx: None)
+    mine, _ = scheduler(conn, clock, reports)
+    mine.tick()
+    assert job_slots(conn) == [T0 + timedelta(minutes=4)]
+    assert [r["type"] for r in rows(conn, "select type from jobs")] == ["nightly_report"]

@@ -204,7 +204,7 @@ def test_listener_hears_a_job_for_later_from_the_database(db_url: str, conn: psy
         assert wake.needs_asking(wake.clock()) and wake.is_set()
         wake.clear()
         before = wake.clock()
-        conn.execute("select enqueue_job('t', '{}', 'later', p_run_at => now() + interval '2 seconds')")
+        conn.execute("select enqueue_job('noop', '{}', 'later', p_run_at => now() + interval '2 seconds')")
         assert len(listener.poll(timeout=5, stop_after=1)) == 1
         assert not wake.is_set()
         assert before + 1.5 < wake.earliest() < wake.clock() + 2.0

@@ -15,7 +15,7 @@ from pypdf import PdfReader
 
 from pgqw import db
 from tests.lab import ROOT
-from tests.helpers import LISTING, enqueue, job_row, rows
+from tests.helpers import SCHEMA, LISTING, enqueue, job_row, rows
 from tests.worker.conftest import SETTINGS_ENV, wait_for
 
 RUNNING = re.compile(r"\(running (\d+)/(\d+), peak (\d+)\)")
@@ -98,8 +98,10 @@ def test_worker_flyer_pdf_has_title_price_and_address(conn, start_worker, until_
 
 def test_worker_unknown_job_type_waits_for_a_worker_that_knows_it(conn, start_worker, until_all, tmp_path) -> None:
     """A job of a type this worker does not run is not claimed (a rolling deploy: only the new
-    release knows it): it waits, visibly, until a worker that registered the type takes it."""
+    release knows it, and its deploy registered it): it waits, visibly, until a worker that runs the type
+    takes it."""
     worker = start_worker("old-release", concurrency=1)
+    db.register_task_types(conn, types=[{"name": "new_type", "payload_schema": {}}])  # pgqw tasks register
     bad = enqueue(conn, type="new_type", payload={"x": 1})
     good = enqueue(conn)
     until_all([good.id], "succeeded")  # enqueued after the unknown one: the worker carried on
@@ -232,8 +234,8 @@ def test_worker_cli_unmigrated_database_is_one_line_error(empty_db_url, tmp_path
     done = _worker_cli(empty_db_url, tmp_path)
     assert done.returncode == 2
     [line] = done.stderr.strip().splitlines()
-    assert line.startswith("pgqw worker: the database has no queue (")
-    assert line.endswith("; run `pgqw migrate` first")
+    assert line.startswith(f"pgqw worker: the database has no queue in schema {SCHEMA} (")
+    assert "; run `pgqw migrate` first" in line
 
 
 def test_worker_cli_unreachable_database_is_one_line_error(tmp_path) -> None:
