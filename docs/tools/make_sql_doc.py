@@ -24,16 +24,31 @@ from pgqw.migrate import function_files, grants_file, migration_files, roles_fil
 
 STEPS: list[tuple[str, str]] = [
     ("Install with psql alone",
-     "Every migration in order, then every function file, then the roles and their grants. Function files may "
-     "call functions that come later in the alphabet, so they are loaded with `check_function_bodies` off (as "
-     "`pg_dump` does). `db/security/roles.sql` makes the three roles when missing (it needs CREATEROLE; leave it "
-     "out where a managed database forbids it and make the roles by hand); `db/security/grants.sql` grants "
-     "to whichever of them exist. `pgqw migrate` does the same (`--no-roles` leaves out `roles.sql`), applies "
-     "the functions and the grants in one transaction, and records what it applied in `schema_migrations`.\n\n"
-     "```sh\npsql -v ON_ERROR_STOP=1 -f db/migrations/0001_core.sql ...\n"
-     "psql -v ON_ERROR_STOP=1 -c 'set check_function_bodies = off' -f db/functions/backoff_delay.sql ... \\\n"
-     "     -f db/security/roles.sql -f db/security/grants.sql\n```",
-     ),
+     "Everything the queue makes lives in one schema, `pgqw`: make it, put it first on the session's "
+     "`search_path` (then `pg_temp`), and run every migration in order, then every function file, then the "
+     "roles and their grants; each function pins that `search_path` (`set search_path from current`). Function "
+     "files may call functions that come later in the alphabet, so they are loaded with `check_function_bodies` "
+     "off (as `pg_dump` does). `db/security/roles.sql` makes the three roles when missing (it needs CREATEROLE; "
+     "leave it out where a managed database forbids it and make the roles by hand); `db/security/grants.sql` "
+     "grants to whichever of them exist. `pgqw migrate` does the same (`--no-roles` leaves out `roles.sql`; "
+     "`PGQW_SCHEMA` names another schema), applies the functions and the grants in one transaction, records "
+     "what it applied in `pgqw.migrations`, gives each role a `search_path` that starts with the schema in "
+     "this database, and registers the demo's task types (`--tasks` names yours).\n\n"
+     "```sh\npsql -v ON_ERROR_STOP=1 -c 'create schema pgqw' -c 'set search_path = pgqw, pg_temp' \\\n"
+     "     -f db/migrations/0001_core.sql ... \\\n"
+     "     -c 'set check_function_bodies = off' -f db/functions/backoff_delay.sql ... \\\n"
+     "     -f db/security/roles.sql -f db/security/grants.sql\n```\n\n"
+     "A session names the functions `pgqw.claim_job(...)`, or puts the schema on its `search_path`, as this "
+     "one does:\n\n@@SQL@@\n"
+     "set search_path = pgqw, public;\n"),
+    ("Register a task type: jobs of a type nobody registered are refused",
+     "A worker registers the types it runs at its start; `pgqw migrate --tasks` and `pgqw tasks register` do it "
+     "at deploy time, so jobs are accepted before any worker has run. Until then, `enqueue_job` refuses the type "
+     "(`QT422`), unless a DBA sets `queue_settings.accept_unregistered_types`.\n\n@@SQL@@\n"
+     "\\set VERBOSITY verbose\n"
+     "select * from enqueue_job('listing_flyer', '{\"title\": \"Too soon\"}', 'psql-too-soon');\n"
+     "\\set VERBOSITY default\n"
+     "select name from register_task_types('[{\"name\": \"listing_flyer\", \"payload_schema\": {\"type\": \"object\"}}]');\n"),
     ("Settings a DBA can change without a deploy",
      "One row. Every function falls back to it when its own argument is null; a worker started with "
      "`MAX_ATTEMPTS`, `RETRY_BASE_DELAY_MS`, `RETRY_MAX_JITTER_MS`, `RETRY_MAX_DELAY_MS` or "
@@ -45,11 +60,12 @@ STEPS: list[tuple[str, str]] = [
      "  '{\"title\": \"3-bedroom apartment in Yaba\", \"priceMinor\": 270000000, \"currency\": \"NGN\",\n"
      "    \"address\": \"12 Herbert Macaulay Way, Yaba, Lagos\", \"bedrooms\": 3}', 'psql-demo-a') \\gset\n"
      "select :'job_a' as job_a;\n"
-     "select id as job_b, status, created from enqueue_job('listing_flyer', '{\"title\": \"Studio in Lekki\"}',\n"
-     "  'psql-demo-b', p_max_attempts => 3) \\gset\n"
+     "\\set studio '{\"title\": \"Studio in Lekki\", \"priceMinor\": 150000000, \"currency\": \"NGN\", \"address\": \"4 Admiralty Way, Lekki, Lagos\", \"bedrooms\": 1}'\n"
+     "select id as job_b, status, created from enqueue_job('listing_flyer', :'studio', 'psql-demo-b',\n"
+     "  p_max_attempts => 3) \\gset\n"
      "select :'job_b' as job_b;\n"
      "-- The same key again returns the same job, created = false:\n"
-     "select id, status, created from enqueue_job('listing_flyer', '{\"title\": \"Studio in Lekki\"}', 'psql-demo-b');\n"),
+     "select id, status, created from enqueue_job('listing_flyer', :'studio', 'psql-demo-b');\n"),
     ("Two workers claim: different jobs",
      "`claim_job` picks with `for update skip locked`, so two sessions never get the same row and never wait "
      "for each other. Each claim returns a lease token, to its caller alone: every later call for that "
@@ -81,7 +97,7 @@ STEPS: list[tuple[str, str]] = [
     ("A worker dies: the sweep recovers its job",
      "Here the lease is 1 ms so it has run out by the time the sweep looks; a live worker extends its lease "
      "with `heartbeat`.\n\n@@SQL@@\n"
-     "select id as job_c from enqueue_job('listing_flyer', '{\"title\": \"Duplex in Ikeja\"}', 'psql-demo-c') \\gset\n"
+     "select id as job_c from enqueue_job('listing_flyer', :'studio', 'psql-demo-c') \\gset\n"
      "select id, attempts, locked_by, lease_token as token_c from claim_job('w-crash', p_lease_ms => 1) \\gset\n"
      "select pg_sleep(0.01);\n"
      "select * from heartbeat(array[:'job_b']::uuid[], array[:'token_b']::uuid[]);\n"
@@ -96,8 +112,11 @@ STEPS: list[tuple[str, str]] = [
      "select mark_succeeded(:'job_c', :'token_c');\n"
      "-- Nor does a token made up (or one of another job's attempts).\n"
      "select mark_succeeded(:'job_b', gen_random_uuid());\n"
-     "select enqueue_job('listing_flyer', '{\"title\": \"Another\"}', 'psql-demo-a');\n"
+     "select enqueue_job('listing_flyer', :'studio', 'psql-demo-a');\n"
      "select * from claim_job('');\n"
+     "-- A queue nobody has named (no job, setting, worker, task type or schedule): a typo makes nothing.\n"
+     "select * from pause_queue('nosuchqueue');\n"
+     "select name, paused from pause_queue('nightly-exports', p_create => true);\n"
      "\\set VERBOSITY default\n"),
     ("The backoff table",
      "`backoff_delay` is the formula `mark_failed` uses; with the jitter pinned at 0 and 1 it gives the "
@@ -113,20 +132,20 @@ STEPS: list[tuple[str, str]] = [
     ("Roles: each may do its own work and nothing else",
      "Three login roles (`db/security/roles.sql`): `pgqw_api` for the API, `pgqw_worker` for workers, "
      "`pgqw_admin` for operators. PUBLIC may do nothing. The functions that change state are `security "
-     "definer` (they run as the queue's owner, with `search_path` pinned to `public, pg_temp`), so a role "
+     "definer` (they run as the queue's owner, with `search_path` pinned to `pgqw, pg_temp`), so a role "
      "needs EXECUTE on a function and never a write privilege on `jobs` or `job_attempts`; the reports run "
      "with the caller's rights and read what its SELECT grants allow. Who may call what:\n\n@@SQL@@\n"
      "select p.proname as function, p.prosecdef as definer,\n"
      "       has_function_privilege('pgqw_api', p.oid, 'execute') as api,\n"
      "       has_function_privilege('pgqw_worker', p.oid, 'execute') as worker,\n"
      "       has_function_privilege('pgqw_admin', p.oid, 'execute') as admin\n"
-     "  from pg_proc p where p.pronamespace = 'public'::regnamespace order by 1;\n"
+     "  from pg_proc p where p.pronamespace = 'pgqw'::regnamespace order by 1;\n"
      "select r.rolname as role, c.relname as table,\n"
      "       string_agg(k.privilege, ', ' order by k.n) as privileges\n"
      "  from pg_roles r cross join pg_class c\n"
      "  cross join unnest(array['select', 'insert', 'update', 'delete', 'truncate']) with ordinality k(privilege, n)\n"
      " where r.rolname in ('pgqw_api', 'pgqw_worker', 'pgqw_admin')\n"
-     "   and c.relnamespace = 'public'::regnamespace and c.relkind = 'r'\n"
+     "   and c.relnamespace = 'pgqw'::regnamespace and c.relkind = 'r'\n"
      "   and has_table_privilege(r.oid, c.oid, k.privilege)\n"
      " group by 1, 2 order by 1, 2;\n"
      "-- As the worker: its own functions work, a direct write or another role's function does not.\n"
@@ -171,8 +190,8 @@ STEPS: list[tuple[str, str]] = [
 
 HEAD = """# Using the queue from psql
 
-Everything the queue does is a stored function, so a DBA can run it, inspect it and repair it from
-`psql` with nothing else installed. This page is written by `docs/tools/make_sql_doc.py`, which installs
+Everything the queue does is a stored function in its own schema, `pgqw`, so a DBA can run it, inspect
+it and repair it from `psql` with nothing else installed. This page is written by `docs/tools/make_sql_doc.py`, which installs
 the queue into a scratch database with psql alone and runs each step below in one psql session; the
 output is that run's, not typed by hand.
 
@@ -180,8 +199,8 @@ Functions, their arguments and the state change each makes:
 
 | function | state change | raises |
 |---|---|---|
-| `enqueue_job(type, payload, idempotency_key, queue, priority, run_at, max_attempts)` | → pending (unset queue, priority, max_attempts: the task type's, then the defaults) | QV400, QV413, QI409 |
-| `enqueue_jobs(jobs jsonb)` | → pending, many in one call | QV400, QV413, QI409 |
+| `enqueue_job(type, payload, idempotency_key, queue, priority, run_at, max_attempts, unique_for)` | → pending (unset queue, priority, max_attempts: the task type's, then the defaults); a type nobody registered is refused unless `queue_settings.accept_unregistered_types` | QV400, QT422, QV413, QI409 |
+| `enqueue_jobs(jobs jsonb)` | → pending, many in one call | QV400, QT422, QV413, QI409 |
 | `claim_job(worker_id, queues, lease_ms, task_types)` | pending/failed → processing (only `task_types` when given); returns the job and its `lease_token` | QV400 |
 | `claim_jobs(worker_id, limit, queues, lease_ms, task_types)` | the same, up to `limit` jobs | QV400 |
 | `heartbeat(job_ids, lease_tokens, lease_ms)` | extends the leases those tokens hold; answers `cancel_requested` per job | QV400 |
@@ -197,17 +216,17 @@ Functions, their arguments and the state change each makes:
 | `watch_job(job_id)`, `unwatch_job(job_id)` | none to the job: this session waits for it to end, or no longer; the functions that end a job notify `pgqw_finished` only for a watched one (`LISTEN`, then `watch_job` twice, as `pgqw.client.wait` does: the second call waits out a completion under way) | QV400, QN404 |
 | `register_task_types(types jsonb)` | upserts task types: schema and `code_*` defaults (never a DBA's columns) | QV400 |
 | `register_worker(worker_id, task_types, queues, concurrency, hostname, pid, ttl_ms)`, `stop_worker(worker_id)` | a worker's presence | QV400 |
-| `pause_queue(queue)`, `resume_queue(queue)` | claims skip a paused queue (enqueues still land in it); idempotent; returns the `queues` row (a resume wakes listening workers) | QV400 |
+| `pause_queue(queue, create)`, `resume_queue(queue, create)` | claims skip a paused queue (enqueues still land in it); idempotent; returns the `queues` row (a resume wakes listening workers); a queue no job, setting, worker, task type or schedule has named is refused unless `create` | QV400, QU404 |
 | `next_run_at(queues, task_types, limit)` | none (reads): the earliest distinct `run_at` times still ahead in unpaused queues, with `due_in_ms` by the server's clock; what a worker that may have missed a `pgqw_jobs_at` notification asks | QV400 |
 | `prune_jobs(older_than, statuses, batch)` | deletes one batch of finished jobs older than an age, with their attempts and results (skips locked rows) | QV400 |
-| `set_queue_limit(queue, max_running)` | at most `max_running` of the queue's jobs processing at once, across all workers (null: no limit); the claim enforces it | QV400 |
+| `set_queue_limit(queue, max_running, create)` | at most `max_running` of the queue's jobs processing at once, across all workers (null: no limit); the claim enforces it | QV400, QU404 |
 | `set_schedule(name, task_type, cron, payload, queue, priority, catch_up)` | makes or replaces a DBA's schedule (a new cron starts from now; its pause is kept) | QV400, QC400, QT422, QV413 |
 | `pause_schedule(name)`, `resume_schedule(name)`, `delete_schedule(name)` | a schedule stops, goes on from its next slot after now, or goes | QV400, QR404 |
 | `register_schedules(task_types, schedules jsonb)` | upserts the schedules a worker's code defines (never a DBA's schedule or pause) | QV400, QC400, QT422 |
 | `enqueue_schedule_slots(name, slots)` | → pending: one job per due slot its `catch_up` picks, each slot once | QV400, QR404, QV413 |
 | `list_schedules()` | none (reads): every schedule, what a worker's scheduler reads each round | none |
 | `check_schedule_cron(cron)` | none: what is wrong with a cron expression, or null | none |
-| `set_queue_rate(queue, jobs_per_second)` | at most `jobs_per_second` of the queue's jobs started per second, across all workers (null: no rate): a bucket of `greatest(1, jobs_per_second)` tokens the claim refills and spends, checked at each claim | QV400 |
+| `set_queue_rate(queue, jobs_per_second, create)` | at most `jobs_per_second` of the queue's jobs started per second, across all workers (null: no rate): a bucket of `greatest(1, jobs_per_second)` tokens the claim refills and spends, checked at each claim | QV400, QU404 |
 | `backoff_delay(attempt, base_ms, max_jitter_ms, max_delay_ms, jitter)` | none | QV400 |
 | `queue_stats()`, `report_timeline(job_id)`, `report_concurrency(prefix)`, `report_double_runs(prefix)`, `report_latest_jobs(limit)` | none (reads) | QV400, QN404 |
 
@@ -227,7 +246,8 @@ def main() -> int:
         c.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
     dsn = make_conninfo(admin, dbname=name)
     try:
-        install = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", dsn]
+        install = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", dsn,
+                   "-c", "create schema pgqw", "-c", "set search_path = pgqw, pg_temp"]
         for _, path in migration_files():
             install += ["-f", str(path)]
         install += ["-c", "set check_function_bodies = off"]
