@@ -7,8 +7,13 @@ Flask config keys beside Flask's own: DATABASE_URL (default: pgqw.embedded.datab
 POOL_MAX_SIZE (default API_THREADS), POOL_TIMEOUT (seconds a request waits for a connection, then 503;
 default API_POOL_TIMEOUT_MS), STATEMENT_TIMEOUT_MS (default API_STATEMENT_TIMEOUT_MS: the server cancels
 a statement after it, and a borrowed connection that has not answered 1 s later is cut; 0: neither),
-API_TOKENS and API_READ_TOKENS (app/auth.py; tuples or comma-separated strings; kept only as digests).
+API_TOKENS and API_READ_TOKENS (app/auth.py; tuples or comma-separated strings; kept only as digests),
+TASK_MODULES (default PGQW_TASKS, else ("pgqw.demo",); a tuple or a comma-separated string): the demo's
+route (GET /api/jobs/{id}/flyer) and the page's demo tab exist only when it names pgqw.demo.
 MAX_CONTENT_LENGTH comes from MAX_BODY_BYTES.
+
+The app answers at any mount point: mounted under a prefix (werkzeug's DispatcherMiddleware, a proxy
+that sets SCRIPT_NAME), its page fetches and links below that prefix (request.script_root).
 
 One psycopg ConnectionPool per app, opened here and closed at exit (or by close_pool()); a request
 borrows a connection with `with pool.connection() as conn:`, which commits on success and rolls back
@@ -31,6 +36,8 @@ from psycopg_pool import ConnectionPool
 from pgqw import config, connect
 
 POOL_KEY = "pgqw.pool"
+DEMO_KEY = "pgqw.demo"  # app.extensions: whether the demo's task module is among the app's
+DEMO_MODULE = "pgqw.demo"
 DEADLINE_GRACE_S = 1.0  # past the statement timeout, so a live server's own cancel (57014) comes first
 WATCHDOG = connect.Watchdog("pgqw-api-watchdog")  # one thread for every pool of the process
 
@@ -68,12 +75,19 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         MAX_ATTEMPTS=settings.max_attempts,  # None: queue_settings.max_attempts decides
         API_TOKENS=settings.api_tokens,
         API_READ_TOKENS=settings.api_read_tokens,
+        TASK_MODULES=settings.task_modules,
     )
     if test_config:
         app.config.from_mapping(test_config)
     for key in ("API_TOKENS", "API_READ_TOKENS"):  # tests may pass a comma-separated string
         if isinstance(app.config[key], str):
             app.config[key] = config.tokens(key, app.config[key])
+    modules = app.config["TASK_MODULES"] or ()
+    if isinstance(modules, str):
+        modules = modules.split(",")
+    # Names only: the API imports no task code (it reads the task types from the database).
+    app.config["TASK_MODULES"] = tuple(m.strip() for m in modules if m.strip())
+    app.extensions[DEMO_KEY] = DEMO_MODULE in app.config["TASK_MODULES"]
     app.url_map.merge_slashes = False  # /api/jobs//attempts is a 404, not a redirect page
     app.json.sort_keys = False  # type: ignore[attr-defined]  # keep the documented field order
     if not app.config.get("DATABASE_URL"):
@@ -111,6 +125,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             auth.check_request()
 
     app.register_blueprint(api.bp)
+    if demo_enabled(app):
+        app.register_blueprint(api.demo_bp)
     app.register_blueprint(pages.bp)
     # Room for more blueprints: app/metrics.py, when it exists, exports `bp` and is registered here.
     if importlib.util.find_spec(f"{__name__}.metrics") is not None:
@@ -130,6 +146,11 @@ def api_connect_kwargs(conninfo: str, settings: config.Settings, statement_timeo
     ms = settings.api_statement_timeout_ms if statement_timeout_ms is None else statement_timeout_ms
     return connect.connect_kwargs(conninfo, settings, application_name="pgqw-api", session={
         "statement_timeout": ms or None, "idle_in_transaction_session_timeout": ms or None})
+
+
+def demo_enabled(app: Flask) -> bool:
+    """Whether the app's task modules include the demo's (its route and its tab exist only then)."""
+    return bool(app.extensions.get(DEMO_KEY))
 
 
 def close_pool(app: Flask) -> None:

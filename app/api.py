@@ -788,7 +788,12 @@ def get_result(job_id: str) -> Response:
     return response
 
 
-@bp.get("/jobs/<job_id>/flyer")
+# The demo's route, registered by create_app only when its task modules include pgqw.demo.
+demo_bp = Blueprint("demo", __name__, url_prefix="/api")
+FLYER_PATH = "/api/jobs/{id}/flyer"  # as the OpenAPI document names it
+
+
+@demo_bp.get("/jobs/<job_id>/flyer")
 def get_flyer(job_id: str) -> Response:
     """The demo's PDF (the result of a listing_flyer job) once the job has succeeded; 404 before."""
     jid = _job_id(job_id)
@@ -807,5 +812,8 @@ def get_flyer(job_id: str) -> Response:
 def openapi() -> Response:
     from . import auth
 
-    return jsonify(document(auth_required=auth.enabled(current_app),
-                            task_types=[(t.name, t.payload_schema, t.description) for t in task_types().all()]))
+    doc = document(auth_required=auth.enabled(current_app),
+                   task_types=[(t.name, t.payload_schema, t.description) for t in task_types().all()])
+    if "demo.get_flyer" not in current_app.view_functions:  # the demo is not loaded: no flyer route
+        doc["paths"] = {path: item for path, item in doc["paths"].items() if path != FLYER_PATH}
+    return jsonify(doc)

@@ -3,15 +3,21 @@
 API_TOKENS       comma-separated tokens that may do everything under /api
 API_READ_TOKENS  comma-separated tokens that may only read (GET and HEAD); anything else is 403
 
-With neither set, /api is open (fine on 127.0.0.1; `pgqw api` refuses any other address then).
+With neither set, /api is open (fine on 127.0.0.1; `pgqw api` refuses any other address then, and
+the app itself answers no peer but this machine, whichever server runs it: see below).
 With either set, every /api request needs `Authorization: Bearer <token>`:
   no or malformed header → 401 unauthorized  (WWW-Authenticate: Bearer realm="pgqw")
   unknown token          → 401 invalid_token (WWW-Authenticate: Bearer ..., error="invalid_token")
   read token, write call → 403 forbidden     (WWW-Authenticate: Bearer ..., error="insufficient_scope")
 
-Without tokens (the loopback default) a browser could still be made to reach the API: a cross-site
-form posts to http://127.0.0.1:3000, or a name the attacker controls is pointed at 127.0.0.1 (DNS
-rebinding). So every request (the page, /metrics and /api) must then name the API in its Host header:
+Without tokens every request (the page, /metrics and /api) must come from this machine: a
+REMOTE_ADDR that is an address but not a loopback one (127.0.0.0/8, ::1) → 403 forbidden_peer. That
+holds under any WSGI server (waitress-serve, the user's own app mounting this one), whose listen
+address the app cannot see. A REMOTE_ADDR that is no address (a Unix socket's) is this machine.
+
+Even from this machine a browser could still be made to reach the API: a cross-site form posts to
+http://127.0.0.1:3000, or a name the attacker controls is pointed at 127.0.0.1 (DNS rebinding). So
+every request must then also name the API in its Host header:
   a loopback name (localhost, 127.0.0.0/8, [::1]) with the port the API listens on,
   PUBLIC_URL's host, or one in API_ALLOWED_HOSTS (`name` for any port, `name:port` for one)
   otherwise                           → 403 forbidden_host
@@ -179,11 +185,28 @@ def _server_port() -> int:
         return 80
 
 
+def local_peer(remote_addr: str | None) -> bool:
+    """Whether a request's REMOTE_ADDR is this machine: a loopback address (an IPv4-mapped one too), or
+    no address at all (a Unix socket: waitress says "localhost", others nothing)."""
+    try:
+        address = ipaddress.ip_address((remote_addr or "").strip().split("%")[0])
+    except ValueError:
+        return True
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
+
+
 def check_host() -> None:
-    """Runs before every request (registered by install): Host and Origin when the API has no tokens."""
+    """Runs before every request (registered by install): the peer, Host and Origin when the API has
+    no tokens."""
     allowed: AllowedHosts | None = current_app.extensions[HOSTS_KEY]
     if allowed is None:
         return
+    if not local_peer(request.environ.get("REMOTE_ADDR")):
+        raise ApiError(403, "forbidden_peer",
+                       "without API_TOKENS this API answers only requests from its own machine; set API_TOKENS "
+                       "(or API_READ_TOKENS) to serve others")
     port = _server_port()
     host = request.headers.get("Host")
     if host is not None:

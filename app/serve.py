@@ -8,6 +8,10 @@ app, connection pool and API_THREADS threads. One Python process answers on one 
 interpreter lock); more processes use more cores. The first process binds the socket, then forks the
 others before any pool or thread exists; a signal to it stops them all, and if one ends on its own the
 rest are stopped too and the command fails (a process manager starts it again).
+
+Another WSGI server serves the factory, pgqw.app:create_app. Its listen address is unknown to the
+app, so check_exposure cannot run there; without tokens the app refuses every peer that is not this
+machine itself instead (app/auth.py, 403 forbidden_peer).
 """
 from __future__ import annotations
 

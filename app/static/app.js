@@ -10,6 +10,32 @@ const LISTING_FIELDS = ["title", "priceMinor", "currency", "address", "bedrooms"
 const $ = (selector, root = document) => root.querySelector(selector);
 const $$ = (selector, root = document) => Array.from(root.querySelectorAll(selector));
 
+// ---------- where the app is served ----------
+// The app's root as the server rendered it (request.script_root + "/": "/", or "/queue/" when it is
+// mounted there). Every URL the page fetches or links to is made from it, never from "/".
+const BASE = new URL(document.documentElement.dataset.base || "./", location.href);
+// The demo's form is on the page only when the server loaded the demo's task module.
+const DEMO = Boolean(document.getElementById("view-make"));
+
+// "api/stats" → the absolute URL of that route of this app.
+function appUrl(path) {
+  return new URL(path, BASE).href;
+}
+
+// A path the API gives from the app's root (a job's resultUrl) as a URL below BASE.
+function apiPathUrl(path) {
+  const root = BASE.pathname;
+  return appUrl(path.startsWith(root) ? path.slice(root.length) : path.replace(/^\/+/, ""));
+}
+
+// Where a succeeded job's result is: its resultUrl, below BASE. Without the demo there is no flyer
+// route; /result serves the same file.
+function resultHref(job) {
+  if (!job.resultUrl) return null;
+  const path = DEMO ? job.resultUrl : job.resultUrl.replace(/\/flyer$/, "/result");
+  return apiPathUrl(path);
+}
+
 // ---------- API ----------
 
 class ApiFailure extends Error {
@@ -50,10 +76,10 @@ function initAuth() {
     sessionStorage.setItem(TOKEN_KEY, $("#api-token").value.trim());
     window.location.reload();
   });
-  // A link cannot send a header: with a token, flyer links are fetched and shown from memory.
+  // A link cannot send a header: with a token, result links are fetched and shown from memory.
   document.addEventListener("click", async (event) => {
     const link = event.target.closest && event.target.closest("a[href]");
-    if (!link || !apiToken() || !/\/api\/jobs\/[^/]+\/flyer$/.test(new URL(link.href).pathname)) return;
+    if (!link || !apiToken() || !isResultLink(link.href)) return;
     event.preventDefault();
     const response = await fetch(link.href, { headers: authHeaders() });
     if (response.status === 401) return askForToken();
@@ -62,9 +88,16 @@ function initAuth() {
   });
 }
 
+// A link to a job's result (or flyer) of this app's API.
+function isResultLink(href) {
+  const api = appUrl("api/jobs/");
+  return href.startsWith(api) && /^[^/]+\/(flyer|result)$/.test(href.slice(api.length).split(/[?#]/)[0]);
+}
+
+// path: relative to the app's root ("api/jobs"), see appUrl.
 async function api(path, options = {}) {
   const headers = { Accept: "application/json", ...(options.headers || {}), ...authHeaders() };
-  const response = await fetch(path, { ...options, headers });
+  const response = await fetch(appUrl(path), { ...options, headers });
   if (response.status === 401) askForToken();
   let body = null;
   try {
@@ -186,7 +219,7 @@ function button(text, testid, onClick, className = "button small-button") {
 
 // ---------- views ----------
 
-const views = ["console", "jobs", "dead", "make"];
+const views = DEMO ? ["console", "jobs", "dead", "make"] : ["console", "jobs", "dead"];
 
 function currentView() {
   const name = location.hash.replace("#", "");
@@ -262,8 +295,8 @@ const consoleView = {
     const mine = this.seq;
     const get = (path) => api(path).then((r) => r.data);
     const [workers, queues, throughput, types, schedules, stats] = await Promise.allSettled([
-      get("/api/workers"), get("/api/queues"), get("/api/throughput?minutes=60"), get("/api/task-types"),
-      get("/api/schedules"), get("/api/stats"),
+      get("api/workers"), get("api/queues"), get("api/throughput?minutes=60"), get("api/task-types"),
+      get("api/schedules"), get("api/stats"),
     ]);
     if (mine !== this.seq) return;
     if (workers.status === "fulfilled") this.renderWorkers(workers.value);
@@ -372,7 +405,7 @@ const consoleView = {
 
   async queueAction(name, action) {
     try {
-      await api(`/api/queues/${encodeURIComponent(name)}/${action}`, { method: "POST" });
+      await api(`api/queues/${encodeURIComponent(name)}/${action}`, { method: "POST" });
     } catch (failure) {
       $("#console-updated").textContent = `Could not ${action} ${name}: ${failure.message}`;
     }
@@ -443,7 +476,7 @@ const consoleView = {
 
   async scheduleAction(name, action) {
     try {
-      await api(`/api/schedules/${encodeURIComponent(name)}/${action}`, { method: "POST" });
+      await api(`api/schedules/${encodeURIComponent(name)}/${action}`, { method: "POST" });
     } catch (failure) {
       $("#schedules-error").textContent = `Could not ${action} ${name}: ${failure.message}`;
       $("#schedules-error").hidden = false;
@@ -457,7 +490,7 @@ const consoleView = {
 
 async function refreshStats() {
   try {
-    const { data } = await api("/api/stats");
+    const { data } = await api("api/stats");
     for (const el of $$("[data-count]")) {
       const key = el.dataset.count;
       el.textContent = String(key === "total" ? data.total : data.counts[key]);
@@ -551,7 +584,7 @@ const form = {
     button.textContent = "Sending…";
     this.pendingKey = this.pendingKey || newKey();
     try {
-      const { data } = await api("/api/jobs", {
+      const { data } = await api("api/jobs", {
         method: "POST",
         headers: { "Content-Type": "application/json", Accept: "application/json", "Idempotency-Key": this.pendingKey },
         body: JSON.stringify({ type: "listing_flyer", payload: this.payload() }),
@@ -585,7 +618,7 @@ const form = {
   poll(id) {
     this.pollTimer = setTimeout(async () => {
       try {
-        const { data } = await api(`/api/jobs/${id}`);
+        const { data } = await api(`api/jobs/${id}`);
         this.render(data);
         if (["succeeded", "dead", "cancelled"].includes(data.status)) return;
       } catch (_) {
@@ -625,7 +658,7 @@ const form = {
     }
     const link = $("#pdf-link");
     link.hidden = !job.resultUrl;
-    if (job.resultUrl) link.href = job.resultUrl;
+    if (job.resultUrl) link.href = resultHref(job);
     const notes = {
       pending: "Waiting for a worker…",
       processing: "A worker is rendering the PDF…",
@@ -645,7 +678,7 @@ const form = {
     const button = $("#job-cancel");
     button.disabled = true;
     try {
-      const { data } = await api(`/api/jobs/${id}/cancel`, { method: "POST" });
+      const { data } = await api(`api/jobs/${id}/cancel`, { method: "POST" });
       this.render(data);
       if (data.status === "processing") $("#job-note").textContent = "Asked the worker to stop…";
       refreshStats();
@@ -709,11 +742,11 @@ const jobs = {
   async suggest() {
     try {
       if (!$("#type-names").children.length) {
-        const { data } = await api("/api/task-types");
+        const { data } = await api("api/task-types");
         $("#type-names").replaceChildren(...data.map((t) => Object.assign(el("option"), { value: t.name })));
       }
       if (!$("#queue-names").children.length) {
-        const { data } = await api("/api/queues");
+        const { data } = await api("api/queues");
         $("#queue-names").replaceChildren(...data.map((q) => Object.assign(el("option"), { value: q.name })));
       }
     } catch (_) {
@@ -736,7 +769,7 @@ const jobs = {
     if (cursor) params.set("cursor", cursor);
     const searchError = $("#search-error");
     try {
-      const [{ data }] = await Promise.all([api(`/api/jobs?${params}`), refreshStats()]);
+      const [{ data }] = await Promise.all([api(`api/jobs?${params}`), refreshStats()]);
       if (mine !== this.seq) return;
       searchError.hidden = true;
       this.render(data);
@@ -763,7 +796,7 @@ const jobs = {
     buttonEl.disabled = true;
     const note = $("#jobs-note");
     try {
-      const { data } = await api(`/api/jobs/${job.id}/${action}`, { method: "POST" });
+      const { data } = await api(`api/jobs/${job.id}/${action}`, { method: "POST" });
       note.textContent = action === "cancel" && data.status === "processing"
         ? `Asked the worker running ${shortId(job.id)} to stop.`
         : `${action === "cancel" ? "Cancelled" : "Retried"} ${shortId(job.id)}: now ${data.status}.`;
@@ -823,7 +856,7 @@ const jobs = {
       const flyer = document.createElement("td");
       if (job.resultUrl) {
         const a = document.createElement("a");
-        a.href = job.resultUrl;
+        a.href = resultHref(job);
         a.target = "_blank";
         a.rel = "noopener";
         a.textContent = job.type === "listing_flyer" ? "PDF" : "result";
@@ -876,7 +909,7 @@ const dead = {
     refreshStats();
     let page;
     try {
-      ({ data: page } = await api(`/api/jobs?${params}`));
+      ({ data: page } = await api(`api/jobs?${params}`));
     } catch (failure) {
       $("#dead-empty").textContent = `Could not load the dead jobs: ${failure.message}`;
       $("#dead-empty").hidden = false;
@@ -904,7 +937,7 @@ const dead = {
     badge(slot("status"), job.status);
     slot("retry").addEventListener("click", () => this.retry(node, job.id));
     try {
-      const { data: attempts } = await api(`/api/jobs/${job.id}/attempts`);
+      const { data: attempts } = await api(`api/jobs/${job.id}/attempts`);
       slot("attempts").replaceChildren(...attempts.map(attemptRow));
     } catch (failure) {
       const tr = document.createElement("tr");
@@ -923,7 +956,7 @@ const dead = {
     button.disabled = true;
     button.textContent = "Retrying…";
     try {
-      const { data } = await api(`/api/jobs/${id}/retry`, { method: "POST" });
+      const { data } = await api(`api/jobs/${id}/retry`, { method: "POST" });
       badge($('[data-slot="status"]', node), data.status);
       node.classList.add("retried");
       button.textContent = "Retried";
@@ -945,7 +978,7 @@ const dead = {
     if (polls > 120 || !node.isConnected) return;
     setTimeout(async () => {
       try {
-        const { data } = await api(`/api/jobs/${id}`);
+        const { data } = await api(`api/jobs/${id}`);
         badge($('[data-slot="status"]', node), data.status);
         const note = $('[data-slot="note"]', node);
         if (data.status === "succeeded") {
@@ -954,10 +987,10 @@ const dead = {
           $('[data-slot="lastErrorLabel"]', node).textContent = "Earlier attempt failed";
           note.textContent = "Succeeded on retry. ";
           const a = document.createElement("a");
-          a.href = data.resultUrl;
+          a.href = resultHref(data);
           a.target = "_blank";
           a.rel = "noopener";
-          a.textContent = "Open the PDF";
+          a.textContent = data.type === "listing_flyer" ? "Open the PDF" : "Open the result";
           note.append(a);
           return;
         }
@@ -999,7 +1032,7 @@ function attemptRow(a) {
 
 document.addEventListener("DOMContentLoaded", () => {
   initAuth();
-  form.init();
+  if (DEMO) form.init();
   jobs.init();
   dead.init();
   window.addEventListener("hashchange", showView);

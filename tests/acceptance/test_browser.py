@@ -11,23 +11,34 @@
      queues with their depth and the last hour's throughput, Pause shows a queue paused; the task
      types; a job found by its id prefix and cancelled with its row's button; a schedule paused with
      its button (when the server has GET /api/schedules)
+  5. mounted in another Flask app (DispatcherMiddleware at /queue, a real WSGI server): the tiles and
+     the jobs fill from the database, Pause and Retry work, the form makes a job, results link below
+     the prefix, and the page asks for nothing outside it; a second mount without the demo's task
+     module has no demo tab and links the result through /result
 
 PGQW_UPDATE_SCREENSHOTS=1 also writes docs/images/page-form.png, page-dead-letter.png, console.png and
 console-jobs.png.
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
+import threading
 import uuid
 from pathlib import Path
 from typing import Iterator
 
 import psycopg
 import pytest
+from flask import Flask
+from werkzeug.middleware.dispatcher import DispatcherMiddleware
+from werkzeug.serving import make_server
 
 from pgqw import db
+from pgqw.app import close_pool, create_app
+from tests.api import states
 from tests.api.live import ROOT, Process, run_worker, serve_api
 from tests.helpers import LISTING
 
@@ -165,7 +176,7 @@ def test_browser_form_jobs_table_dead_letter_retry_and_console(
     link = page.get_by_test_id("pdf-link")
     expect(link).to_be_visible()
     job_id = page.get_by_test_id("job-id").inner_text()
-    assert link.get_attribute("href") == f"/api/jobs/{job_id}/flyer"
+    assert link.get_attribute("href") == f"{url}/api/jobs/{job_id}/flyer"  # below the page's own root
     screenshot(page, tmp_path, "page-form.png")
 
     with page.context.expect_event("response", lambda r: r.url.endswith("/flyer")) as opened:
@@ -336,3 +347,99 @@ def test_browser_asks_for_the_token_then_works_with_it(
         pdf_page = opened.value
         assert pdf_page.url.startswith("blob:")  # fetched with the header, shown from memory
         assert conn.execute("select count(*) from flyers").fetchone()[0] == 1
+
+
+@pytest.fixture
+def mounted(db_url: str) -> Iterator[str]:
+    """The user's own Flask app, with create_app() mounted at /queue and a second one, whose task
+    modules do not include the demo's, at /bare; served by werkzeug's threaded WSGI server on a free
+    port until the test ends. Yields the server's base URL."""
+    console = create_app({"DATABASE_URL": db_url})
+    bare = create_app({"DATABASE_URL": db_url, "TASK_MODULES": ("myapp.tasks",)})
+    outer = Flask("users_app")
+
+    @outer.get("/")
+    def home() -> str:
+        return "the user's own app"
+
+    outer.wsgi_app = DispatcherMiddleware(outer.wsgi_app, {"/queue": console, "/bare": bare})  # type: ignore[method-assign]
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
+    server = make_server("127.0.0.1", 0, outer, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, name="mounted-app", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+        server.server_close()
+        close_pool(console)
+        close_pool(bare)
+
+
+def test_browser_console_mounted_under_a_prefix_in_another_app(
+    conn: psycopg.Connection, mounted: str, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    db.register_worker(conn, worker_id="mounted-worker", task_types=["listing_flyer"], queues=["mounted"])
+    waiting = [states.pending(conn, queue="mounted", payload={**LISTING, "title": f"Waiting {n}"}) for n in range(3)]
+    dead = states.dead(conn, errors=("renderer gave up",))
+    done = states.succeeded(conn)
+    page = request.getfixturevalue("browser_page")
+    asked: list[str] = []
+    refused: list[str] = []
+    page.on("request", lambda r: asked.append(r.url))
+    page.on("response", lambda r: refused.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    base = f"{mounted}/queue/"
+
+    # The tiles and the queues fill from the database through /queue/api.
+    page.goto(base)
+    expect(page.get_by_test_id("sum-workers")).to_have_text("1")
+    expect(page.get_by_test_id("sum-waiting")).to_have_text("3")
+    expect(page.get_by_test_id("sum-dead")).to_have_text("1")
+    expect(page.get_by_test_id("sum-hour")).to_have_text(re.compile(r"^\d+$"))
+    row = page.locator('[data-testid="queue-row"][data-queue="mounted"]')
+    expect(row).to_contain_text("3")
+    expect(page.locator('[data-testid="type-row"][data-task-type="listing_flyer"]')).to_be_visible()
+    row.get_by_test_id("queue-pause").click()
+    expect(row.get_by_test_id("queue-state")).to_have_text("paused")
+    assert {q.name: q.paused for q in db.list_queues(conn)}["mounted"] is True
+
+    # The jobs list, its result link below the prefix, and Retry.
+    page.get_by_test_id("nav-jobs").click()
+    rows = page.locator('[data-testid="jobs-table"] tbody tr')
+    expect(rows).to_have_count(5)
+    expect(page.get_by_test_id("count-pending")).to_have_text("3")
+    link = page.locator(f'tr[data-job-id="{done.id}"] a')
+    expect(link).to_have_attribute("href", f"{base}api/jobs/{done.id}/flyer")
+    assert page.request.get(link.get_attribute("href")).body() == states.PDF
+    page.locator(f'tr[data-job-id="{dead.id}"]').get_by_test_id("row-retry").click()
+    expect(page.get_by_test_id("jobs-note")).to_contain_text(f"Retried {str(dead.id)[:8]}: now pending")
+    assert db.get_job(conn, job_id=dead.id).status == "pending"
+    page.locator(f'tr[data-job-id="{waiting[0].id}"]').get_by_test_id("row-cancel").click()
+    expect(page.locator(f'tr[data-job-id="{waiting[0].id}"] .badge')).to_have_text("cancelled")
+
+    # The demo's form posts below the prefix too.
+    page.get_by_test_id("nav-make").click()
+    with page.expect_response(lambda r: r.request.method == "POST") as posted:
+        page.get_by_test_id("submit").click()
+    assert (posted.value.url, posted.value.status) == (f"{base}api/jobs", 202)
+    expect(page.get_by_test_id("job-status")).to_have_text("pending")
+
+    asked_outside = [u for u in asked if not u.startswith(base)]
+    assert asked_outside == [], f"the page asked outside its prefix: {asked_outside}"
+    assert refused == [], f"requests the server refused: {refused}"
+
+    # Mounted without the demo's task module: no demo tab; the result is linked through /result.
+    bare = f"{mounted}/bare/"
+    page.goto(bare + "#make")
+    # #make is no view here: the console shows. Waiting: 3, one cancelled, the retried one, the new flyer.
+    expect(page.get_by_test_id("sum-waiting")).to_have_text("4")
+    expect(page.get_by_test_id("nav-make")).to_have_count(0)
+    expect(page.get_by_test_id("flyer-form")).to_have_count(0)
+    page.get_by_test_id("nav-jobs").click()
+    link = page.locator(f'tr[data-job-id="{done.id}"] a')
+    expect(link).to_have_attribute("href", f"{bare}api/jobs/{done.id}/result")
+    assert page.request.get(link.get_attribute("href")).body() == states.PDF
+    assert page.request.get(f"{bare}api/jobs/{done.id}/flyer").status == 404
