@@ -105,14 +105,14 @@ class CancelledJob(Job):
     cancel_requested_at: datetime
 
 
-_ENQUEUE_JOB_SQL = (
+ENQUEUE_JOB_SQL = (
     "select * from pgqw.enqueue_job(%(type)s::text, %(payload)s::jsonb, %(key)s::text, %(queue)s::text,"
     " %(priority)s::integer, coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval),"
     " %(max_attempts)s::integer, %(unique_for)s::interval)"
 )
 
 
-def _enqueue_params(type: str, payload: dict[str, Any], idempotency_key: str, queue: str | None,
+def enqueue_params(type: str, payload: dict[str, Any], idempotency_key: str, queue: str | None,
                     priority: int | None, run_at: datetime | None, delay: timedelta | None,
                     max_attempts: int | None, unique_for: timedelta | None = None) -> dict[str, Any]:
     return {"type": type, "payload": Jsonb(payload), "key": idempotency_key, "queue": queue, "priority": priority,
@@ -136,7 +136,7 @@ def enqueue_job(
     defaults ('default', 0, queue_settings). delay counts from the database's clock. unique_for: the
     key is unique only within that window of run_at (stored as `<key>@<window start>`)."""
     with conn.cursor(row_factory=class_row(EnqueuedJob)) as cur:
-        cur.execute(_q(_ENQUEUE_JOB_SQL), _enqueue_params(type, payload, idempotency_key, queue, priority, run_at,
+        cur.execute(_q(ENQUEUE_JOB_SQL), enqueue_params(type, payload, idempotency_key, queue, priority, run_at,
                                                       delay, max_attempts, unique_for))
         row = cur.fetchone()
     assert row is not None
@@ -157,7 +157,7 @@ async def enqueue_job_async(
     unique_for: timedelta | None = None,
 ) -> EnqueuedJob:
     async with conn.cursor(row_factory=class_row(EnqueuedJob)) as cur:
-        await cur.execute(_q(_ENQUEUE_JOB_SQL), _enqueue_params(type, payload, idempotency_key, queue, priority, run_at,
+        await cur.execute(_q(ENQUEUE_JOB_SQL), enqueue_params(type, payload, idempotency_key, queue, priority, run_at,
                                                             delay, max_attempts, unique_for))
         row = await cur.fetchone()
     assert row is not None
@@ -332,21 +332,24 @@ def release_job(
     return row
 
 
+RETRY_DEAD_SQL = "select * from pgqw.retry_dead(%(job_id)s::uuid, %(extra)s::integer)"
+
+
 def retry_dead(conn: psycopg.Connection, *, job_id: uuid.UUID | str, extra_attempts: int | None = None) -> Job:
     with conn.cursor(row_factory=class_row(Job)) as cur:
-        cur.execute(
-            _q("select * from pgqw.retry_dead(%(job_id)s::uuid, %(extra)s::integer)"),
-            {"job_id": job_id, "extra": extra_attempts},
-        )
+        cur.execute(_q(RETRY_DEAD_SQL), {"job_id": job_id, "extra": extra_attempts})
         row = cur.fetchone()
     assert row is not None
     return row
 
 
+CANCEL_JOB_SQL = "select * from pgqw.cancel_job(%(job_id)s::uuid)"
+
+
 def cancel_job(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> CancelledJob:
     """A waiting job ends cancelled at once; a processing one is asked to stop."""
     with conn.cursor(row_factory=class_row(CancelledJob)) as cur:
-        cur.execute(_q("select * from pgqw.cancel_job(%(job_id)s::uuid)"), {"job_id": job_id})
+        cur.execute(_q(CANCEL_JOB_SQL), {"job_id": job_id})
         row = cur.fetchone()
     assert row is not None
     return row
@@ -365,17 +368,19 @@ def mark_cancelled(conn: psycopg.Connection, *, job_id: uuid.UUID | str, lease_t
 
 # Reads. One query each.
 
+GET_JOB_SQL = "select * from pgqw.jobs where id = %(job_id)s::uuid"
+GET_ATTEMPTS_SQL = "select * from pgqw.job_attempts where job_id = %(job_id)s::uuid order by attempt"
+
+
 def get_job(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> Job | None:
     with conn.cursor(row_factory=class_row(Job)) as cur:
-        cur.execute(_q("select * from pgqw.jobs where id = %(job_id)s::uuid"), {"job_id": job_id})
+        cur.execute(_q(GET_JOB_SQL), {"job_id": job_id})
         return cur.fetchone()
 
 
 def get_attempts(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> list[Attempt]:
     with conn.cursor(row_factory=class_row(Attempt)) as cur:
-        cur.execute(
-            _q("select * from pgqw.job_attempts where job_id = %(job_id)s::uuid order by attempt"), {"job_id": job_id}
-        )
+        cur.execute(_q(GET_ATTEMPTS_SQL), {"job_id": job_id})
         return cur.fetchall()
 
 
@@ -476,7 +481,7 @@ def listen(conn: psycopg.Connection) -> None:
     conn.execute(f"listen {NOTIFY_AT_CHANNEL}")
 
 
-def _jobs_json(jobs: Sequence[dict[str, Any]]) -> Jsonb:
+def jobs_json(jobs: Sequence[dict[str, Any]]) -> Jsonb:
     out = []
     for j in jobs:
         item = {k: v for k, v in j.items() if v is not None and k not in ("run_at", "delay", "unique_for")}
@@ -492,18 +497,21 @@ def _jobs_json(jobs: Sequence[dict[str, Any]]) -> Jsonb:
     return Jsonb(out)
 
 
+ENQUEUE_JOBS_SQL = "select * from pgqw.enqueue_jobs(%(jobs)s::jsonb)"
+
+
 def enqueue_jobs(conn: psycopg.Connection, *, jobs: Sequence[dict[str, Any]]) -> list[EnqueuedJob]:
     """Many jobs in one call. Each dict: type, payload, idempotency_key, and optionally queue,
     priority, run_at (datetime or ISO text) or delay (timedelta), max_attempts, unique_for (timedelta).
     Rows come back in input order."""
     with conn.cursor(row_factory=class_row(EnqueuedJob)) as cur:
-        cur.execute(_q("select * from pgqw.enqueue_jobs(%(jobs)s::jsonb)"), {"jobs": _jobs_json(jobs)})
+        cur.execute(_q(ENQUEUE_JOBS_SQL), {"jobs": jobs_json(jobs)})
         return cur.fetchall()
 
 
 async def enqueue_jobs_async(conn: psycopg.AsyncConnection, *, jobs: Sequence[dict[str, Any]]) -> list[EnqueuedJob]:
     async with conn.cursor(row_factory=class_row(EnqueuedJob)) as cur:
-        await cur.execute(_q("select * from pgqw.enqueue_jobs(%(jobs)s::jsonb)"), {"jobs": _jobs_json(jobs)})
+        await cur.execute(_q(ENQUEUE_JOBS_SQL), {"jobs": jobs_json(jobs)})
         return await cur.fetchall()
 
 
@@ -831,27 +839,27 @@ def list_workers(conn: psycopg.Connection) -> list[Worker]:
         return cur.fetchall()
 
 
-_RESULT_SQL = "select * from pgqw.job_results where job_id = %(job_id)s::uuid"
+RESULT_SQL = "select * from pgqw.job_results where job_id = %(job_id)s::uuid"
+# A job's status with its result, if any: pgqw.client tells a job not finished from one whose handler returned None.
+JOB_RESULT_SQL = ("select j.status, r.content_type, r.value, r.data from pgqw.jobs j"
+                  " left join pgqw.job_results r on r.job_id = j.id where j.id = %(job_id)s::uuid")
 
 
 def get_result(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> Result | None:
     with conn.cursor(row_factory=class_row(Result)) as cur:
-        cur.execute(_q(_RESULT_SQL), {"job_id": job_id})
+        cur.execute(_q(RESULT_SQL), {"job_id": job_id})
         return cur.fetchone()
 
 
 async def get_result_async(conn: psycopg.AsyncConnection, *, job_id: uuid.UUID | str) -> Result | None:
     async with conn.cursor(row_factory=class_row(Result)) as cur:
-        await cur.execute(_q(_RESULT_SQL), {"job_id": job_id})
+        await cur.execute(_q(RESULT_SQL), {"job_id": job_id})
         return await cur.fetchone()
-
-
-_GET_JOB_SQL = "select * from pgqw.jobs where id = %(job_id)s::uuid"
 
 
 async def get_job_async(conn: psycopg.AsyncConnection, *, job_id: uuid.UUID | str) -> Job | None:
     async with conn.cursor(row_factory=class_row(Job)) as cur:
-        await cur.execute(_q(_GET_JOB_SQL), {"job_id": job_id})
+        await cur.execute(_q(GET_JOB_SQL), {"job_id": job_id})
         return await cur.fetchone()
 
 
@@ -1023,10 +1031,14 @@ class QueueInfo:
     oldest_ready_age_seconds: float  # 0 when none is ready
 
 
+PAUSE_QUEUE_SQL = "select * from pgqw.pause_queue(%(queue)s::text, %(create)s::boolean)"
+RESUME_QUEUE_SQL = "select * from pgqw.resume_queue(%(queue)s::text, %(create)s::boolean)"
+
+
 def pause_queue(conn: psycopg.Connection, *, queue: str, create: bool = False) -> QueueRow:
     """A queue not known yet (no job, setting, worker, task type or schedule) is refused (QU404) unless create."""
     with conn.cursor(row_factory=class_row(QueueRow)) as cur:
-        cur.execute(_q("select * from pgqw.pause_queue(%(queue)s::text, %(create)s::boolean)"),
+        cur.execute(_q(PAUSE_QUEUE_SQL),
                     {"queue": queue, "create": create})
         row = cur.fetchone()
     assert row is not None
@@ -1036,7 +1048,7 @@ def pause_queue(conn: psycopg.Connection, *, queue: str, create: bool = False) -
 def resume_queue(conn: psycopg.Connection, *, queue: str, create: bool = False) -> QueueRow:
     """A queue not known yet (no job, setting, worker, task type or schedule) is refused (QU404) unless create."""
     with conn.cursor(row_factory=class_row(QueueRow)) as cur:
-        cur.execute(_q("select * from pgqw.resume_queue(%(queue)s::text, %(create)s::boolean)"),
+        cur.execute(_q(RESUME_QUEUE_SQL),
                     {"queue": queue, "create": create})
         row = cur.fetchone()
     assert row is not None

@@ -133,12 +133,15 @@ def migrate(
     log: Callable[[str], None] = lambda _m: None,
     create_roles: bool = True,
     schema: str | None = None,
+    role_settings: bool = True,
 ) -> MigrateResult:
     """Brings the database at dsn up to date. Raises MigrationError (file and line) on failure.
 
     schema: the schema to install into (default: pgqw.schema.name(), PGQW_SCHEMA or `pgqw`).
     create_roles=False skips CREATE ROLE (db/security/roles.sql) for a database whose server forbids
-    it; the grants are applied all the same, to whichever of the roles a DBA made.
+    it; the grants are applied all the same, to whichever of the roles a DBA made. role_settings=False
+    leaves the roles' session settings and search_path alone (pgqw.testing's throw-away schemas: the
+    roles keep pointing at the real one).
     """
     try:
         schema = pgqw_schema.check(schema, source="the schema") if schema is not None else pgqw_schema.name()
@@ -179,7 +182,8 @@ def migrate(
                 if create_roles:
                     _make_roles(conn, sql_dir, listening)
                 _apply_functions(conn, sql_dir, result, listening, log)
-            _apply_settings(conn, sql_dir, listening)
+            if role_settings:
+                _apply_settings(conn, sql_dir, listening)
         finally:
             if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
                 conn.execute("select pg_advisory_unlock(%s)", [LOCK_KEY])

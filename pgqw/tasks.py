@@ -45,9 +45,13 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Mapping, Seq
 import pydantic
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     import psycopg
 
+    from . import client as client_
     from . import db
+    from .client import EnqueueOptions
 
 P = TypeVar("P")
 NAME_MAX = 100
@@ -253,16 +257,37 @@ class Task(Generic[P]):
                  "priority": sch.priority, "catch_up": sch.catch_up} for sch in self.schedules]
 
     # Enqueueing, typed with the payload model (pgqw.client does the work).
-    def enqueue(self, conn: "psycopg.Connection", payload: P | Mapping[str, Any], **options: Any) -> "db.EnqueuedJob":
+    def enqueue(self, conn: Any, payload: P | Mapping[str, Any], **options: Unpack[EnqueueOptions]) -> db.EnqueuedJob:
+        """A job of this task in the caller's transaction, on any connection pgqw.client takes."""
         from . import client
 
         return client.enqueue(conn, self, payload, **options)
 
-    async def enqueue_async(self, conn: "psycopg.AsyncConnection", payload: P | Mapping[str, Any],
-                            **options: Any) -> "db.EnqueuedJob":
+    async def enqueue_async(self, conn: Any, payload: P | Mapping[str, Any],
+                            **options: Unpack[EnqueueOptions]) -> db.EnqueuedJob:
+        """enqueue() on an async connection."""
         from . import client
 
         return await client.enqueue_async(conn, self, payload, **options)
+
+    def defer(self, payload: P | Mapping[str, Any], *, conn: Any = None, using: client_.Queue | None = None,
+              **options: Unpack[EnqueueOptions]) -> db.EnqueuedJob:
+        """A job of this task: in conn's transaction when given, else in a short transaction of its own
+        through `using` (default: pgqw.Queue.default())."""
+        from . import client
+
+        if conn is not None:
+            return client.enqueue(conn, self, payload, **options)
+        return (using or client.Queue.default()).enqueue(self, payload, **options)
+
+    async def defer_async(self, payload: P | Mapping[str, Any], *, conn: Any = None,
+                          using: client_.Queue | None = None, **options: Unpack[EnqueueOptions]) -> db.EnqueuedJob:
+        """defer() on an async connection, or through the queue's AsyncConnectionPool."""
+        from . import client
+
+        if conn is not None:
+            return await client.enqueue_async(conn, self, payload, **options)
+        return await (using or client.Queue.default()).enqueue_async(self, payload, **options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -430,6 +455,17 @@ def result_row(value: Any) -> tuple[str, Any, bytes | None] | None:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return "application/octet-stream", None, bytes(value)
     return "application/json", pydantic.TypeAdapter(Any).dump_python(value, mode="json"), None
+
+
+def describe_error(exc: BaseException) -> str:
+    """The error text recorded for a failed attempt: a payload's validation errors field by field,
+    PermanentError's and TransientError's own message, else `<ExceptionType>: <message>`."""
+    if isinstance(exc, pydantic.ValidationError):
+        return describe_invalid(exc)
+    if isinstance(exc, (PermanentError, TransientError)):
+        return str(exc) or type(exc).__name__
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def describe_invalid(exc: pydantic.ValidationError) -> str:

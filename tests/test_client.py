@@ -107,7 +107,9 @@ def test_client_enqueue_many_in_one_call(db_url: str, conn: psycopg.Connection) 
 
 def test_client_reads_job_attempts_and_result(conn: psycopg.Connection) -> None:
     job = send_welcome.enqueue(conn, {"email": "h@example.com"})
-    assert client.result(conn, job.id) is None
+    with pytest.raises(client.JobNotFinished) as not_yet:
+        client.result(conn, job.id)
+    assert not_yet.value.status == "pending"
     _finish(conn, job.id, ("application/json", {"sent_to": "h@example.com"}, None))
     assert client.get_job(conn, job.id).status == "succeeded"
     assert [a.outcome for a in client.attempts(conn, job.id)] == ["succeeded"]
@@ -115,6 +117,54 @@ def test_client_reads_job_attempts_and_result(conn: psycopg.Connection) -> None:
     pdf = client.enqueue(conn, "listing_flyer", {"any": "thing"})
     _finish(conn, pdf.id, ("application/pdf", None, b"%PDF-1.4 r"))
     assert client.result(conn, pdf.id) == File(b"%PDF-1.4 r", "application/pdf")
+
+
+def test_client_result_tells_none_returned_from_not_finished_and_no_job(conn: psycopg.Connection) -> None:
+    job = send_welcome.enqueue(conn, {"email": "n@example.com"})
+    _finish(conn, job.id, None)  # the handler returned None: no result row
+    assert client.result(conn, job.id) is None
+    with pytest.raises(client.JobNotFound):
+        client.result(conn, uuid.uuid4())
+    dead = send_welcome.enqueue(conn, {"email": "x@example.com"}, max_attempts=1)
+    claimed = db.claim_job(conn, worker_id="client-test", queues=["emails"])
+    assert claimed is not None and claimed.id == dead.id
+    db.mark_failed(conn, job_id=claimed.id, lease_token=claimed.lease_token, error="boom")
+    with pytest.raises(client.JobNotFinished) as never:
+        client.result(conn, dead.id)
+    assert never.value.status == "dead"
+
+
+def test_client_cancel_retry_pause_and_resume(conn: psycopg.Connection) -> None:
+    waiting = send_welcome.enqueue(conn, {"email": "c@example.com"})
+    cancelled = client.cancel(conn, waiting.id)
+    assert cancelled.status == "cancelled" and cancelled.cancel_requested_at is not None
+    with pytest.raises(psycopg.Error) as final:
+        client.cancel(conn, waiting.id)
+    assert final.value.sqlstate == "QS409"
+    dead = send_welcome.enqueue(conn, {"email": "r@example.com"}, max_attempts=1)
+    claimed = db.claim_job(conn, worker_id="client-test", queues=["emails"])
+    assert claimed is not None and claimed.id == dead.id
+    db.mark_failed(conn, job_id=claimed.id, lease_token=claimed.lease_token, error="boom")
+    again = client.retry(conn, dead.id, extra_attempts=2)
+    assert (again.status, again.max_attempts) == ("pending", 3)
+    assert client.pause(conn, "emails").paused is True
+    assert db.claim_job(conn, worker_id="client-test", queues=["emails"]) is None
+    assert client.resume(conn, "emails").paused is False
+    with pytest.raises(psycopg.Error) as unknown:
+        client.pause(conn, "no-such-queue")
+    assert unknown.value.sqlstate == "QU404"
+    assert client.pause(conn, "no-such-queue", create=True).paused is True
+
+
+@pytest.mark.parametrize("option, value", [("idempotency_key", 1), ("queue", 5), ("priority", "high"),
+                                           ("max_attempts", True), ("run_at", "tomorrow"), ("delay", "5s"),
+                                           ("unique_for", 60)])
+def test_client_options_of_the_wrong_type_are_refused_before_the_database(
+    conn: psycopg.Connection, option: str, value: object
+) -> None:
+    with pytest.raises(TypeError, match=option):
+        send_welcome.enqueue(conn, {"email": "t@example.com"}, **{option: value})  # type: ignore[misc]
+    assert db.list_jobs(conn).jobs == []
 
 
 def test_client_wait_returns_when_the_job_ends(db_url: str, conn: psycopg.Connection, connect) -> None:
