@@ -1,0 +1,1 @@
+"""Integrations with the frameworks an application already uses: `pgqw.contrib.django`."""
