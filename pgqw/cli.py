@@ -1,6 +1,8 @@
 """The pgqw command: one console script, one subcommand per job.
 
 Every failure a user can cause ends as one line on stderr and a non-zero exit, never a traceback.
+This module imports nothing from an extra (pyproject.toml): a command that needs one checks for it
+before it imports it, and says which to install (MissingExtra).
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import psycopg
 from . import config
 from .config import ConfigError
 from .argtypes import duration, port, whole
-from .errors import NO_QUEUE, UsageError, no_queue_message
+from .errors import NO_QUEUE, MissingExtra, UsageError, no_queue_message, require_extra, require_task_extras
 from .migrate import MigrationError
 
 
@@ -86,13 +88,25 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     return 0
 
 
-def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+def _lazy(module: str, name: str, needs: str | None = None) -> Callable[[argparse.Namespace], int]:
+    """The command `name` of `module`, imported when it runs; `needs`: the extra it cannot run without."""
     def run(args: argparse.Namespace) -> int:
         import importlib
 
+        if needs:
+            require_extra(needs)
         return getattr(importlib.import_module(module), name)(args)
 
     return run
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """pgqw.worker.main's, once the extras its task modules need are known to be installed."""
+    from .worker.main import cmd_worker, settings_from_args
+
+    require_task_extras(settings_from_args(args).task_modules, "or name your own task modules with --tasks or "
+                        "PGQW_TASKS")
+    return cmd_worker(args)
 
 
 LAB = {
@@ -163,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--processes", type=whole(1),
                    help="server processes sharing the port, one core each at most (default API_PROCESSES or 1)")
     p.add_argument("--dev", action="store_true", help="use Flask's development server instead")
-    p.set_defaults(func=_lazy("pgqw.app.serve", "cmd_api"))
+    p.set_defaults(func=_lazy("pgqw.app.serve", "cmd_api", needs="api"))
 
     p = sub.add_parser("worker", help="run one worker",
                        description="Run one worker: register its task types, claim jobs of those types, run "
@@ -174,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tasks", action="append", metavar="MODULES",
                    help="import paths of the modules whose @task definitions this worker runs, comma-separated "
                    "or repeated (default PGQW_TASKS, else the demo's pgqw.demo); the current folder is on the path")
-    p.set_defaults(func=_lazy("pgqw.worker.main", "cmd_worker"))
+    p.set_defaults(func=cmd_worker)
 
     p = sub.add_parser("up", help="bring the whole system up: database, migrate, API and workers",
                        description="Start the embedded PostgreSQL (unless DATABASE_URL is set), migrate, "
@@ -217,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check-idempotency", help="run one job's flyer work twice and count the flyers",
                        description="Run the flyer work of one job twice, one after the other and then at "
                        "the same moment, and count the flyers (must be 1).")
-    p.set_defaults(func=_lazy("pgqw.tools", "cmd_check_idempotency"))
+    p.set_defaults(func=_lazy("pgqw.tools", "cmd_check_idempotency", needs="demo"))
 
     p = sub.add_parser("prune", help="delete old finished jobs with their attempts and results",
                        description="Delete the finished jobs (succeeded, dead, cancelled) that finished longer "
@@ -330,6 +344,9 @@ def _run(argv: Sequence[str] | None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except MissingExtra as exc:
+        print(f"pgqw: {exc.line(f'pgqw {args.command}')}", file=sys.stderr)
+        return 2
     except (ConfigError, MigrationError, UsageError) as exc:
         print(f"pgqw {args.command}: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, (ConfigError, UsageError)) else 1

@@ -5,7 +5,9 @@
   SIM_MAX_LATENCY_MS, SIM_FAILURE_RATE) so retries and backoff can be watched.
 - noop: does nothing; measures the queue itself (benchmarks, latency).
 
-`pgqw worker` loads this module when neither --tasks nor PGQW_TASKS names others.
+`pgqw worker` loads this module when neither --tasks nor PGQW_TASKS names others. Importing it (to
+register its task types) needs only the base install; rendering a flyer needs the demo extra
+(reportlab: pip install 'pg-queue-worker[demo]'), which `pgqw worker` checks before it starts.
 """
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ _rng = random.Random()
 
 def render(listing: Listing, job_id: uuid.UUID, settings: config.Settings) -> bytes:
     """The flyer's PDF: the work itself, with no simulated delay or failure."""
-    from .worker.flyer import render_flyer  # reportlab is imported only by processes that render
+    from .worker.flyer import render_flyer  # reportlab (the demo extra): only processes that render
 
     return render_flyer(listing.model_dump(), job_id=str(job_id), flyer_url=config.flyer_url(settings, job_id))
 

