@@ -53,7 +53,18 @@ def _bool(name: str, default: bool) -> bool:
     raise ConfigError(f"{name} must be 1/0, true/false, yes/no or on/off, got {raw!r}")
 
 
+def _choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value not in choices:
+        raise ConfigError(f"{name} must be {' or '.join(choices)}, got {raw!r}")
+    return value
+
+
 TOKEN_MIN_LENGTH = 16
+LOG_FORMATS = ("text", "json")  # WORKER_LOG_FORMAT
 
 
 def tokens(name: str, raw: str | None = None) -> tuple[str, ...]:
@@ -115,6 +126,8 @@ class Settings:
     batch_mark: bool = True
     # The per-job `start` and `success` log lines (WORKER_LOG_JOBS=0: off; failures and the rest stay).
     log_jobs: bool = True
+    # The worker's lines: `text` (HH:MM:SS.mmmZ [id] event details) or `json` (one object a line).
+    log_format: str = "text"
     # Retention (worker/pruner.py): every PRUNE_INTERVAL_MS a worker deletes one batch of finished jobs
     # (with their attempts and results) older than their age: succeeded after 7 days, dead and
     # cancelled after 30. PRUNE=0 turns it off.
@@ -194,6 +207,7 @@ def load() -> Settings:
         batch_claim=_bool("WORKER_BATCH_CLAIM", True),
         batch_mark=_bool("WORKER_BATCH_MARK", True),
         log_jobs=_bool("WORKER_LOG_JOBS", True),
+        log_format=_choice("WORKER_LOG_FORMAT", "text", LOG_FORMATS),
         prune=_bool("PRUNE", True),
         prune_interval_ms=_int("PRUNE_INTERVAL_MS", 60_000, minimum=1),
         prune_succeeded_after_s=_int("PRUNE_SUCCEEDED_AFTER_S", 7 * 86400, minimum=0),

@@ -123,6 +123,6 @@ class Claimer:
         """Starts a claimed job in a slot reserved for it."""
         run, count, peak = self.slots.take(job, reserved=True)
         self.on_lease(run.lease_ms)
-        self.log("start", f"{run.tag()}  (running {count}/{self.slots.cap}, peak {peak})")
+        self.log("start", f"{run.tag()}  (running {count}/{self.slots.cap}, peak {peak})", **run.fields())
         self.dispatch(run)
         return run

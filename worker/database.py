@@ -217,4 +217,4 @@ class Database:
                 pass
 
     def db_error(self, op: str, exc: BaseException, delay: float) -> None:
-        self.log("db error", f"{op}: {first_line(exc)}; reconnecting in {delay:.1f}s")
+        self.log("db error", f"{op}: {first_line(exc)}; reconnecting in {delay:.1f}s", op=op, error=first_line(exc))

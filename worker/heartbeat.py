@@ -113,11 +113,11 @@ class Heartbeat:
                     lost.append(run)
         for run in told:
             self.log("cancel requested", f"{run.tag()}: cancel_job asked it to stop; its handler is told "
-                                         "(ctx.cancelled), and the attempt will end cancelled")
+                                         "(ctx.cancelled), and the attempt will end cancelled", **run.fields())
         for run in lost:
             self.slots.count("lost")
             self.log("lost", f"{run.tag()}: no longer held by its lease (it expired and a sweep handed the "
-                             "job on); its result will be ignored")
+                             "job on); its result will be ignored", **run.fields())
         return lost
 
     def loop(self, exiting: threading.Event) -> None:
@@ -151,4 +151,4 @@ class Heartbeat:
                 if is_transient(exc):
                     self.on_db_error("heartbeat", exc, delay)
                 else:
-                    self.log("error", f"heartbeat: {exc!r}")
+                    self.log("error", f"heartbeat: {exc!r}", error=repr(exc))

@@ -207,7 +207,7 @@ class MainLoop:
                 self.database.check_pool()
                 self.database.db_error(op, exc, delay)
             else:
-                self.log("error", f"{op}: {describe(exc)}; retrying in {delay:.1f}s")
+                self.log("error", f"{op}: {describe(exc)}; retrying in {delay:.1f}s", op=op, error=describe(exc))
             self.polling = True  # the round after a failure claims, whatever ends its wait
             return delay, True
         return self.next_wait(), False

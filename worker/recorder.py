@@ -27,7 +27,7 @@ from pgqw import db
 from pgqw.config import Settings
 from pgqw.worker.claimer import Claimer
 from pgqw.worker.database import Database, WorkerExiting
-from pgqw.worker.log import Log, clock, first_line, short
+from pgqw.worker.log import Log, clock, first_line, iso, ms, short
 from pgqw.worker.slots import Running, Slots
 
 MARK_BATCH_MAX = 500            # most successes one mark_jobs_succeeded records (WORKER_BATCH_MARK)
@@ -149,7 +149,8 @@ class Recorder:
             answered = self.database.call(f"mark_jobs_succeeded ({len(batch)} jobs)", record)
         except psycopg.Error as exc:
             self.slots.unreserve(reserved)
-            self.log("error", f"mark_jobs_succeeded: {exc.sqlstate} {first_line(exc)}; recording one by one")
+            self.log("error", f"mark_jobs_succeeded: {exc.sqlstate} {first_line(exc)}; recording one by one",
+                     sqlstate=exc.sqlstate, error=first_line(exc))
             answered, reserved, claimed = [], 0, []
         except BaseException:
             self.slots.unreserve(reserved)
@@ -203,7 +204,8 @@ class Recorder:
         count, peak = self.slots.free(run, wake=wake)
         said = "; ".join(t for t in (note, EARLIER_TRY if earlier else None) if t)
         self.log("success", f"{run.tag()} in {elapsed:.2f}s{': ' + said if said else ''}"
-                            f"  (running {count}/{self.slots.cap}, peak {peak})")
+                            f"  (running {count}/{self.slots.cap}, peak {peak})",
+                 **run.fields(), outcome="succeeded", duration_ms=ms(elapsed))
 
     # -------------------------------------------------------------------------------- cancellations
 
@@ -222,7 +224,8 @@ class Recorder:
         count, peak = self.slots.free(run)
         said = "; ".join(t for t in (note, EARLIER_TRY if after.already_recorded else None) if t)
         self.log("cancelled", f"{run.tag()} in {elapsed:.2f}s{': ' + said if said else ''}"
-                              f"  (running {count}/{self.slots.cap}, peak {peak})")
+                              f"  (running {count}/{self.slots.cap}, peak {peak})",
+                 **run.fields(), outcome="cancelled", duration_ms=ms(elapsed))
         return True
 
     # -------------------------------------------------------------------------------- failures
@@ -240,26 +243,32 @@ class Recorder:
         count, peak = self.slots.free(run)
         tail = f"{' (' + EARLIER_TRY + ')' if after.already_recorded else ''}  (running {count}/{self.slots.cap}, peak {peak})"
         head = f"{run.tag()} in {elapsed:.2f}s: {error}"
+        fields = {**run.fields(), "duration_ms": ms(elapsed), "error": error, "retryable": retryable}
         if not retryable:
             self.slots.count("dead")
-            self.log("dead", f"{head} (permanent error, not retried){tail}")
+            self.log("dead", f"{head} (permanent error, not retried){tail}", **fields, outcome="dead")
         elif after.attempts != job.attempts:  # answered already_recorded, and a retry has begun since
             self.slots.count("failed")
-            self.log("failed", f"{head}; retried since (now attempt {after.attempts}, {after.status}){tail}")
+            self.log("failed", f"{head}; retried since (now attempt {after.attempts}, {after.status}){tail}",
+                     **fields, outcome="retry")
         elif after.status == "dead":
             self.slots.count("dead")
-            self.log("failed", f"{head} → dead{tail}")
+            self.log("failed", f"{head} → dead{tail}", **fields, outcome="dead")
         else:
             self.slots.count("failed")
             wait = (after.run_at - datetime.now(timezone.utc)).total_seconds()
-            self.log("failed", f"{head}; next run {clock(after.run_at)} (in {max(0.0, wait):.1f}s){tail}")
+            self.log("failed", f"{head}; next run {clock(after.run_at)} (in {max(0.0, wait):.1f}s){tail}",
+                     **fields, outcome="retry", next_run_at=iso(after.run_at))
 
     def refused(self, run: Running, exc: psycopg.Error) -> None:
         count, peak = self.slots.free(run)
         tail = f"  (running {count}/{self.slots.cap}, peak {peak})"
         if exc.sqlstate in NOT_HELD:
             self.slots.count("ignored")
-            self.log("ignored late result", f"{run.tag()}: {exc.diag.message_primary or first_line(exc)}{tail}")
+            self.log("ignored late result", f"{run.tag()}: {exc.diag.message_primary or first_line(exc)}{tail}",
+                     **run.fields(), outcome="ignored", sqlstate=exc.sqlstate,
+                     error=exc.diag.message_primary or first_line(exc))
         else:
             # A bug or an unexpected server error: the lease expires and a sweep recovers the job.
-            self.log("error", f"{run.tag()}: result not recorded: {exc.sqlstate} {first_line(exc)}{tail}")
+            self.log("error", f"{run.tag()}: result not recorded: {exc.sqlstate} {first_line(exc)}{tail}",
+                     **run.fields(), outcome="not recorded", sqlstate=exc.sqlstate, error=first_line(exc))

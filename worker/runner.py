@@ -18,6 +18,7 @@ import queue
 import threading
 from typing import Callable, Mapping, TextIO
 
+from pgqw import hooks
 from pgqw.config import Settings
 from pgqw.worker.claimer import ClaimRequest, Claimer
 from pgqw.worker.database import Database, route_pool_log
@@ -40,12 +41,12 @@ class Worker:
     """One worker process. run() returns the exit code (0 after a clean stop)."""
 
     def __init__(self, settings: Settings, conninfo: str, *, tasks: Registry | None = None,
-                 out: TextIO | None = None) -> None:
+                 out: TextIO | None = None, around: hooks.Hooks | None = None) -> None:
         s = self.settings = settings
         self.conninfo = conninfo
         # The task types this worker runs: the modules of --tasks / PGQW_TASKS (pgqw.demo by default).
         self.registry = tasks if tasks is not None else load(s.task_modules)
-        self.log = Log(s.worker_id, out, quiet=frozenset() if s.log_jobs else JOB_EVENTS)
+        self.log = Log(s.worker_id, out, quiet=frozenset() if s.log_jobs else JOB_EVENTS, log_format=s.log_format)
         self.wake = Wakeup()                # main loop: claim now, and when jobs come due later (loop.py)
         self.stopping = threading.Event()   # first signal: no more claims
         self.exiting = threading.Event()    # shutdown done: background threads stop retrying
@@ -55,8 +56,9 @@ class Worker:
         self.database = Database(conninfo, s, self.log, self.exiting)
         self.tasks: queue.Queue[Running | None] = queue.Queue()
         self.recorder = Recorder(s, self.slots, self.log, self.database, batch=s.batch_mark)
+        # Around each attempt: the hooks the task modules registered (pgqw.hooks.registry), or around's.
         self.executor = Executor(s, self.registry, self.slots, self.log, self.database, self.recorder,
-                                 stopping=self.stopping.is_set)
+                                 stopping=self.stopping.is_set, around=around)
         self.heartbeat = Heartbeat(s, self.slots, self.log, self.database.once, on_db_error=self._db_error)
         self.claimer = Claimer(ClaimRequest(s.worker_id, s.queues, s.lease_ms, tuple(self.registry.names())),
                                self.slots, self.log,
@@ -114,7 +116,8 @@ class Worker:
             try:
                 self.presence.stopped()
             except Exception as exc:  # noqa: BLE001 - the row expires by itself
-                self.log("error", f"stop_worker: {exc!r} (the worker shows as gone once its presence expires)")
+                self.log("error", f"stop_worker: {exc!r} (the worker shows as gone once its presence expires)",
+                         error=repr(exc))
             self._close()
             self.executor.async_runner.close()
             self.shutdown.summary()
@@ -154,6 +157,8 @@ class Worker:
             f"grace {s.shutdown_grace_ms}ms, tasks {','.join(self.registry.names())}, "
             f"sim latency {s.sim_min_latency_ms}-{s.sim_max_latency_ms}ms failure {s.sim_failure_rate:g}, "
             f"database {describe_database(self.conninfo)}",
+            pid=os.getpid(), concurrency=s.concurrency, queues=list(s.queues) if s.queues else None,
+            tasks=self.registry.names(), database=describe_database(self.conninfo),
         )
         every = s.heartbeat_interval_ms or (max(1, s.lease_ms // 3) if s.lease_ms else None)
         if s.lease_ms and every is not None and every >= s.lease_ms:

@@ -81,7 +81,8 @@ class Scheduler:
             return
         for m in made:
             self.log("scheduled", f"{s.name} slot {_iso(m.slot)} → job {short(m.job_id)}"
-                                  + ("" if m.created else " (made before)"))
+                                  + ("" if m.created else " (made before)"),
+                     schedule=s.name, slot=_iso(m.slot), job_id=str(m.job_id), created=m.created)
 
     def loop(self, exiting: threading.Event) -> None:
         """tick() until the worker exits; a database error is logged and retried with backoff."""

@@ -100,10 +100,11 @@ class Shutdown:
         except psycopg.Error as exc:
             self.slots.free(run)
             if exc.sqlstate in NOT_HELD:
-                self.log("not handed back", f"{run.tag()}: {exc.diag.message_primary or first_line(exc)}")
+                self.log("not handed back", f"{run.tag()}: {exc.diag.message_primary or first_line(exc)}",
+                         **run.fields(), sqlstate=exc.sqlstate, error=exc.diag.message_primary or first_line(exc))
             else:
                 self.log("not handed back", f"{run.tag()}: {first_line(exc)}; the sweep will recover it "
-                                            "when its lease expires")
+                                            "when its lease expires", **run.fields(), error=first_line(exc))
             return
         except WorkerExiting:
             return
@@ -111,10 +112,11 @@ class Shutdown:
         count, _ = self.slots.free(run)
         self.log("handed back", f"{run.tag()} (still running after the {self.grace_s:.1f}s grace; "
                                 f"pending again for any worker{'; ' + EARLIER_TRY if after.already_recorded else ''})"
-                                f"  (running {count}/{self.slots.cap})")
+                                f"  (running {count}/{self.slots.cap})", **run.fields(), outcome="handed back")
 
     def summary(self) -> None:
         c = self.slots.counts
         self.log("stopped", f"{c['succeeded']} succeeded, {c['failed']} failed, {c['dead']} dead, "
                             f"{c['handed back']} handed back, {c['swept']} swept, "
-                            f"peak {self.slots.peak}/{self.slots.cap}")
+                            f"peak {self.slots.peak}/{self.slots.cap}",
+                 **{k.replace(" ", "_"): c[k] for k in ("succeeded", "failed", "dead", "handed back", "swept")})

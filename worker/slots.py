@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from pgqw import db
-from pgqw.worker.log import short
+from pgqw.worker.log import job_fields, short
 
 
 def granted_lease_ms(job: db.Job) -> int:
@@ -44,6 +44,13 @@ class Running:
         if tag is None:
             tag = self.__dict__["_tag"] = f"{short(self.job.id)} attempt {self.job.attempts}/{self.job.max_attempts}"
         return tag
+
+    def fields(self) -> dict:
+        """The job's fields of its JSON log lines (log.job_fields), made once; not to be changed."""
+        fields = self.__dict__.get("_fields")
+        if fields is None:
+            fields = self.__dict__["_fields"] = job_fields(self.job)
+        return fields
 
 
 class Slots:

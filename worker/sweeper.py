@@ -19,5 +19,6 @@ class Sweeper:
         for row in swept:
             self.slots.count("swept")
             self.log("swept", f"{short(row.job_id)} attempt {row.attempt} of worker {row.worker_id} "
-                              f"(lease expired {clock(row.lease_expired_at)}) → {row.status}")
+                              f"(lease expired {clock(row.lease_expired_at)}) → {row.status}",
+                     job_id=str(row.job_id), attempt=row.attempt, held_by=row.worker_id, status=row.status)
         return swept

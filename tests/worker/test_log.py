@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 import threading
+
+import pytest
 
 from pgqw.worker.log import JOB_EVENTS, Log, describe_database, short
 from tests.worker.parts import AT
@@ -111,3 +114,32 @@ def test_unwritten_lines_are_the_ones_the_writer_has_not_taken_yet() -> None:
     release.set()
     log.close()
     assert log.unwritten() == "" and len(out.text().splitlines()) == 3
+
+
+def test_log_json_line_has_time_worker_event_fields_and_message() -> None:
+    out = io.StringIO()
+    log = Log("w1", out, now=lambda: AT, log_format="json")
+    log("failed", "ba1b4d28 attempt 1/5 in 0.01s: boom → dead", job_id="ba1b4d28-0000-4000-8000-000000000000",
+        attempt=1, outcome="dead", duration_ms=10.0)
+    log("worker started:", "pid 1")
+    failed, started = (json.loads(line) for line in out.getvalue().splitlines())
+    assert failed == {"time": "2025-01-01T16:43:07.167Z", "level": "warning", "worker": "w1", "event": "failed",
+                      "job_id": "ba1b4d28-0000-4000-8000-000000000000", "attempt": 1, "outcome": "dead",
+                      "duration_ms": 10.0, "message": "ba1b4d28 attempt 1/5 in 0.01s: boom → dead"}
+    assert started["event"] == "worker started" and started["level"] == "info"  # the text's colon left out
+
+
+def test_log_text_line_leaves_the_fields_out() -> None:
+    out = io.StringIO()
+    Log("w1", out, now=lambda: AT)("start", "ba1b4d28 attempt 1/5", job_id="ba1b4d28", attempt=1)
+    assert out.getvalue() == "16:43:07.167Z [w1] start   ba1b4d28 attempt 1/5\n"
+
+
+def test_log_json_exit_line_is_json_too() -> None:
+    log = Log("w1", io.StringIO(), now=lambda: AT, log_format="json")
+    assert json.loads(log.line("exit", "second SIGTERM: exiting now"))["event"] == "exit"
+
+
+def test_log_refuses_an_unknown_format() -> None:
+    with pytest.raises(ValueError, match="text or json"):
+        Log("w1", io.StringIO(), log_format="xml")
