@@ -4,8 +4,11 @@
 -- processing jobs, and from a queue with jobs_per_second at most the whole tokens of its bucket (refilled by
 -- the rate × the time since its last refill as of p_now, up to greatest(1, rate)), spending one per job.
 -- When a bucket holds back ready jobs, notifies pgqw_jobs_at with the ms until its next token and the queue.
--- Returns the claimed rows with their lease tokens. Raises QV400 (bad worker id, limit, lease, queues,
--- types, now).
+-- A job listed in job_isolation (by a sweep: its worker stopped responding while it held others) runs alone:
+-- a worker running one claims nothing else; while one is ready, a worker holding other jobs claims nothing (it
+-- empties, then takes it) and one holding none takes it and nothing more. A job asked to cancel is not
+-- started: it ends cancelled. Returns the claimed rows with their lease tokens. Raises QV400 (bad worker id,
+-- limit, lease, queues, types, now; a transaction not in read committed, where a claim's counts would be stale).
 create or replace function claim_jobs_at(
     p_now        timestamptz,
     p_worker_id  text,
@@ -42,6 +45,10 @@ declare
     v_bucket_tokens numeric[] := '{}';
     v_bucket_rates numeric[] := '{}';
     v_left numeric;
+    -- Isolated jobs (job_isolation): the ones this claim may take (null: any job), the ones it must not.
+    v_limit integer := p_limit;
+    v_only uuid[];
+    v_exclude uuid[] := '{}';
 begin
     if p_worker_id is null or p_worker_id !~ '\S' or length(p_worker_id) > 200 then
         raise exception using errcode = 'QV400',
@@ -66,6 +73,36 @@ begin
         raise exception using errcode = 'QV400',
             message = format('now must be a finite time before the year 9999, got %s', coalesce(p_now::text, 'null'));
     end if;
+    -- Each statement below must see what committed before it (a limited queue's running jobs after its row
+    -- lock): under repeatable read or serializable it would see the transaction's first snapshot.
+    if current_setting('transaction_isolation') <> 'read committed' then
+        raise exception using errcode = 'QV400',
+            message = format('a claim must run in a read committed transaction, not %s',
+                             current_setting('transaction_isolation'));
+    end if;
+
+    if exists (select 1 from job_isolation) then
+        if exists (select 1 from job_isolation i join jobs p on p.id = i.job_id where p.locked_by = p_worker_id) then
+            return;  -- it runs an isolated job: nothing else until that ends
+        end if;
+        v_only := array(
+            select r.id
+              from job_isolation i join jobs r on r.id = i.job_id
+             where r.status in ('pending', 'failed')
+               and r.run_at <= p_now
+               and r.attempts < r.max_attempts
+               and (p_queues is null or r.queue = any (p_queues))
+               and (p_task_types is null or r.type = any (p_task_types))
+               and not exists (select 1 from queues q where q.name = r.queue and q.paused));
+        if cardinality(v_only) = 0 then
+            v_only := null;
+            v_exclude := array(select i.job_id from job_isolation i);
+        elsif exists (select 1 from jobs p where p.lease_expires_at is not null and p.locked_by = p_worker_id) then
+            return;  -- it holds other jobs: it takes the isolated one once they end
+        else
+            v_limit := 1;
+        end if;
+    end if;
 
     -- Plan (measured in docs/benchmarks.md): whatever the statistics say, the ready index is read in its
     -- order up to the limit and the picked rows are updated through the primary key, so a claim costs the
@@ -87,8 +124,10 @@ begin
                and r.attempts < r.max_attempts
                and (p_queues is null or r.queue = any (p_queues))
                and (p_task_types is null or r.type = any (p_task_types))
+               and (v_only is null or r.id = any (v_only))
+               and not r.id = any (v_exclude)
              order by r.priority desc, r.run_at, r.id
-             limit p_limit
+             limit v_limit
                for update skip locked);
     else
         -- A limited or rated queue: its row is locked (in name order, so two claims never wait on each other
@@ -107,7 +146,7 @@ begin
              order by q.name
                for update
         loop
-            v_slots := p_limit;
+            v_slots := v_limit;
             if v_queue.max_running is not null then
                 select v_queue.max_running - count(*) into v_slots
                   from jobs p where p.status = 'processing' and p.queue = v_queue.name;
@@ -138,8 +177,10 @@ begin
                    and r.attempts < r.max_attempts
                    and r.queue = v_queue.name
                    and (p_task_types is null or r.type = any (p_task_types))
+                   and (v_only is null or r.id = any (v_only))
+                   and not r.id = any (v_exclude)
                  order by r.priority desc, r.run_at, r.id
-                 limit least(p_limit, v_slots)
+                 limit least(v_limit, v_slots)
                    for update skip locked);
         end loop;
         -- The queues with no row, or a row neither paused, limited nor rated.
@@ -151,15 +192,17 @@ begin
                and r.attempts < r.max_attempts
                and (p_queues is null or r.queue = any (p_queues))
                and (p_task_types is null or r.type = any (p_task_types))
+               and (v_only is null or r.id = any (v_only))
+               and not r.id = any (v_exclude)
                and not exists (select 1 from queues q
                                 where q.name = r.queue
                                   and (q.paused or q.max_running is not null or q.jobs_per_second is not null))
              order by r.priority desc, r.run_at, r.id
-             limit p_limit
+             limit v_limit
                for update skip locked);
-        -- The best p_limit of them; the others stay locked (skipped by other claims) until this commits.
+        -- The best v_limit of them; the others stay locked (skipped by other claims) until this commits.
         v_ids := array(select r.id from jobs r where r.id = any (v_ids)
-                        order by r.priority desc, r.run_at, r.id limit p_limit);
+                        order by r.priority desc, r.run_at, r.id limit v_limit);
         -- Each rated queue's bucket pays for what is claimed from it, still under its row's lock. A bucket
         -- nothing was claimed from is left as it was: refilling it later from its older state comes to the
         -- same tokens, and a claim that finds nothing ready writes nothing.
@@ -187,6 +230,18 @@ begin
                                   greatest(1, ceil((1 - v_left) / v_bucket_rates[i] * 1000))::bigint || ' ' || v_buckets[i]);
             end if;
         end loop;
+    end if;
+
+    -- A job asked to cancel is not started (a request is made with the job's row lock, which this claim
+    -- holds now; a waiting job it finds is cancelled at once, so this is a request left from before).
+    if exists (select 1 from job_cancel_requests r where r.job_id = any (v_ids)) then
+        with ended as (
+            update jobs j
+               set status = 'cancelled', finished_at = greatest(p_now, j.started_at, j.created_at)
+             where j.id = any (v_ids) and exists (select 1 from job_cancel_requests r where r.job_id = j.id)
+            returning j.id
+        )
+        select array(select x from unnest(v_ids) x where x not in (select e.id from ended e)) into v_ids;
     end if;
 
     return query

@@ -1,4 +1,5 @@
--- release_job: processing → pending (runnable at once, max_attempts + 1 so the try is not spent) for the attempt whose
+-- release_job: processing → pending (runnable at once, max_attempts + 1 so the try is not spent, while that stays
+-- at most 1000; past it the try is spent, and the last one ends the job dead) for the attempt whose
 -- lease token this is; its job_attempts row becomes abandoned (handed_back) with the reason. Notifies pgqw_jobs.
 -- A job asked to cancel (cancel_job) ends cancelled instead, its attempt cancelled; notifies pgqw_finished if watched.
 -- Returns the job and already_recorded (true: this attempt was already handed back, nothing changed).
@@ -51,10 +52,15 @@ begin
     -- jobs_locked_only_when_processing); naming the status would let the planner walk every processing
     -- entry of jobs_status_created_idx instead of taking the primary key.
     update jobs j
-       set status = case when v_cancel then 'cancelled' else 'pending' end,
+       set status = case when v_cancel then 'cancelled'
+                         when j.attempts < least(1000, j.max_attempts + 1) then 'pending' else 'dead' end,
            run_at = case when v_cancel then j.run_at else now() end,
-           max_attempts = case when v_cancel then j.max_attempts else j.max_attempts + 1 end,
-           finished_at = case when v_cancel then greatest(now(), j.started_at) end,
+           max_attempts = case when v_cancel then j.max_attempts else least(1000, j.max_attempts + 1) end,
+           finished_at = case when v_cancel or j.attempts >= least(1000, j.max_attempts + 1)
+                              then greatest(now(), j.started_at) end,
+           last_error = case when not v_cancel and j.attempts >= least(1000, j.max_attempts + 1)
+                             then left(v_reason || ' (on its last attempt: a job has at most 1000)', 10000)
+                             else j.last_error end,
            locked_by = null, lease_expires_at = null
      where j.id = p_job_id and j.locked_by is not null and j.attempts = v_attempt and v_outcome is null
     returning j.* into v_job;
@@ -64,7 +70,7 @@ begin
                abandon_reason = case when v_cancel then null else 'handed_back' end,
                error = left(v_reason, 10000), finished_at = greatest(now(), a.started_at)
          where a.job_id = p_job_id and a.attempt = v_attempt;
-        if v_cancel then
+        if v_job.status in ('cancelled', 'dead') then
             if exists (select 1 from job_waiters w where w.job_id = p_job_id) then  -- watch_job
                 perform pg_notify('pgqw_finished', p_job_id::text);
             end if;

@@ -1,6 +1,9 @@
 -- sweep_stuck_at: sweep_stuck as if the time were p_now (the owner's test clock and repairs; no role may execute
 -- it): recovers the processing jobs whose lease expired before p_now (→ pending with tries left, else → dead;
--- last_error names the worker; its attempt abandoned; locked rows skipped; a job asked to cancel → cancelled).
+-- last_error names the worker; its attempt abandoned; locked rows skipped; a job asked to cancel → cancelled,
+-- whenever the request committed). Which job stopped a worker that held several is not known: each gets its
+-- lost attempt back (max_attempts + 1, at most 1000) and is listed in job_isolation, so it runs alone next; the
+-- attempt of a job that ran alone (listed) counts. Removes the listing of jobs that are final.
 -- Notifies pgqw_jobs ('*') when it swept a job, or when a job has been ready for a second or more (a queue
 -- neither paused, rated nor at its max_running): listening workers that found nothing do not poll. Returns one
 -- row per swept job. QV400.
@@ -21,32 +24,59 @@ set enable_hashjoin = off
 set enable_mergejoin = off
 set jit = off
 as $$
+declare
+    v_ids uuid[];
 begin
     if p_now is null then
         raise exception using errcode = 'QV400', message = 'now must not be null';
     end if;
 
-    return query
-    with stuck as (
-        select j.id, j.attempts, j.locked_by, j.lease_expires_at,
-               exists (select 1 from job_cancel_requests r where r.job_id = j.id) as cancel
+    -- Listings of jobs that are final (their last attempt ended): nothing runs them again.
+    delete from job_isolation i using jobs j
+     where j.id = i.job_id and j.status in ('succeeded', 'dead', 'cancelled');
+
+    -- The expired leases are locked first (rows another session holds are skipped: it is ending them), and
+    -- the cancel requests and listings read in the statements after: under read committed each statement
+    -- sees what committed before it began, and cancel_job needs the row lock to make a request, so a request
+    -- is either seen here or made after this commits (when it finds the job no longer processing).
+    v_ids := array(
+        select j.id
           from jobs j
          where j.status = 'processing' and j.lease_expires_at < p_now
          order by j.lease_expires_at
-           for update skip locked
+           for update skip locked);
+
+    return query
+    with stuck as (
+        select j.id, j.attempts, j.locked_by, j.lease_expires_at,
+               exists (select 1 from job_cancel_requests r where r.job_id = j.id) as cancel,
+               exists (select 1 from job_isolation i where i.job_id = j.id) as alone
+          from jobs j
+         where j.id = any (v_ids)
+    ), judged as (
+        select stuck.*,
+               -- Given back: the attempt is not spent (as release_job gives a handed-back one back).
+               (not stuck.cancel and not stuck.alone and j.max_attempts < 1000) as given_back,
+               case when not stuck.cancel and not stuck.alone and j.max_attempts < 1000
+                    then j.max_attempts + 1 else j.max_attempts end as max_attempts
+          from stuck join jobs j on j.id = stuck.id
     ), swept as (
         update jobs j
-           set status = case when stuck.cancel then 'cancelled'
-                             when j.attempts < j.max_attempts then 'pending' else 'dead' end,
-               run_at = case when not stuck.cancel and j.attempts < j.max_attempts then now() else j.run_at end,
-               finished_at = case when not stuck.cancel and j.attempts < j.max_attempts
+           set status = case when judged.cancel then 'cancelled'
+                             when j.attempts < judged.max_attempts then 'pending' else 'dead' end,
+               max_attempts = judged.max_attempts,
+               run_at = case when not judged.cancel and j.attempts < judged.max_attempts then now() else j.run_at end,
+               finished_at = case when not judged.cancel and j.attempts < judged.max_attempts
                                   then null else greatest(now(), j.started_at) end,
-               last_error = format('worker %s stopped responding: its lease on attempt %s expired at %s',
-                                   stuck.locked_by, stuck.attempts, stuck.lease_expires_at),
+               last_error = format('worker %s stopped responding: its lease on attempt %s expired at %s%s',
+                                   judged.locked_by, judged.attempts, judged.lease_expires_at,
+                                   case when judged.given_back
+                                        then ' (the attempt is given back: the job runs alone next)'
+                                        when judged.alone then ' while it ran alone' else '' end),
                locked_by = null,
                lease_expires_at = null
-          from stuck
-         where j.id = stuck.id
+          from judged
+         where j.id = judged.id
         returning j.id, j.status
     ), abandoned as (
         update job_attempts a
@@ -54,13 +84,17 @@ begin
                abandon_reason = 'lease_expired',
                finished_at = greatest(now(), a.started_at),
                error = format('worker %s stopped responding (lease expired at %s)',
-                              stuck.locked_by, stuck.lease_expires_at)
-          from stuck
-         where a.job_id = stuck.id and a.attempt = stuck.attempts
+                              judged.locked_by, judged.lease_expires_at)
+          from judged
+         where a.job_id = judged.id and a.attempt = judged.attempts
+    ), listed as (
+        insert into job_isolation (job_id)
+        select judged.id from judged where judged.given_back
+        on conflict on constraint job_isolation_pkey do nothing
     )
-    select stuck.id, stuck.attempts, stuck.locked_by::text, swept.status::text, stuck.lease_expires_at
-      from stuck join swept on swept.id = stuck.id
-     order by stuck.lease_expires_at, stuck.id;
+    select judged.id, judged.attempts, judged.locked_by::text, swept.status::text, judged.lease_expires_at
+      from judged join swept on swept.id = judged.id
+     order by judged.lease_expires_at, judged.id;
 
     if found then
         -- Wake workers of every queue ('*'): some swept jobs are ready again; and whoever waits for a

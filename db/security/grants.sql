@@ -45,7 +45,7 @@ declare
         'enqueue_schedule_slots, list_schedules, watch_job, unwatch_job, raise_unknown_queue';
     -- migrations is pgqw migrate's ledger; a database installed with psql alone has none.
     v_tables constant text := 'jobs, job_attempts, job_results, flyers, queue_settings, task_types, '
-        'task_type_settings, workers, queues, job_cancel_requests, schedules, job_waiters'
+        'task_type_settings, workers, queues, job_cancel_requests, schedules, job_waiters, job_isolation'
         || case when to_regclass('migrations') is null then '' else ', migrations' end;
     v_schema constant text := current_schema();
     v_role text;

@@ -60,11 +60,13 @@ def test_sweep_stuck_after_heartbeat_does_not_take_the_job(conn: psycopg.Connect
 
 def test_sweep_stuck_last_attempt_goes_dead(conn: psycopg.Connection) -> None:
     job = enqueue(conn, max_attempts=1)
+    conn.execute("insert into job_isolation (job_id) values (%s)", [job.id])  # it ran alone: its attempt counts
     db.claim_job(conn, worker_id="w-crash", lease_ms=1)
     swept = one(conn, "select * from sweep_stuck_at(now() + interval '1 second')")
     assert swept["status"] == "dead"
     row = job_row(conn, job.id)
     assert row["status"] == "dead" and row["finished_at"] is not None and row["last_error"]
+    assert "while it ran alone" in row["last_error"]
 
 
 def test_sweep_stuck_notifies_workers(db_url: str, conn: psycopg.Connection) -> None:

@@ -7,6 +7,7 @@ import time
 import psycopg
 
 from pgqw import db
+from pgqw.schema import qualify
 from tests.helpers import enqueue, job_row, rows
 from tests.worker.conftest import wait_for
 
@@ -210,6 +211,9 @@ def test_worker_frozen_past_its_lease_stores_no_flyer_for_a_job_that_went_dead(c
     lease = {"STUCK_JOB_TIMEOUT_MS": "1000", "SWEEP_INTERVAL_MS": "200"}
     frozen = start_worker("frozen", env={"SIM_MIN_LATENCY_MS": "2000", "SIM_MAX_LATENCY_MS": "2000", **lease})
     job = enqueue(conn, max_attempts=1)
+    # Listed as a job that runs alone (as a sweep lists one whose worker held others): a lapsed lease of it
+    # counts, so its only attempt's ends it dead.
+    conn.execute(qualify("insert into pgqw.job_isolation (job_id) values (%s)"), [job.id])
     frozen.wait_log("start")
     frozen.signal(signal.SIGSTOP)
     try:
