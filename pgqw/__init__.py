@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from . import client
+from . import client, hooks
 from .client import JobNotFinished, JobNotFound, JobTimeout, Queue
 from .tasks import Context, File, PermanentError, Retry, Schedule, Task, task
 
@@ -26,5 +26,5 @@ except PackageNotFoundError:  # imported from a checkout that is not installed
 
 __all__ = [
     "Context", "File", "JobNotFinished", "JobNotFound", "JobTimeout", "PermanentError", "Queue", "Retry",
-    "Schedule", "Task", "__version__", "client", "task",
+    "Schedule", "Task", "__version__", "client", "hooks", "task",
 ]
