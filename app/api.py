@@ -14,15 +14,13 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any
 
-import jsonschema
-
 from flask import Blueprint, Response, current_app, jsonify, request, url_for
 from psycopg_pool import ConnectionPool
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from pgqw import db
+from pgqw import db, payload_schema
 
 from . import POOL_KEY
 from .errors import ApiError
@@ -53,6 +51,13 @@ DELAY_MAX_MS = AHEAD_MAX // timedelta(milliseconds=1)
 # Nesting of a request body: psycopg and jsonify encode JSON recursively, so a body nested close to
 # the interpreter's recursion limit would parse and then fail to be stored (a 500, not a 4xx).
 JSON_DEPTH_MAX = 100
+# How long checking one payload against its type's schema may take (pgqw.payload_schema.errors).
+PAYLOAD_CHECK_SECONDS = 1.0
+# The stored form of a windowed key (enqueue_job's p_unique_for), `<key>@<window start>`, which a schedule's
+# slots share (`schedule:<name>@<slot>`): a plain key may end like that only if it starts with schedule:,
+# and a windowed key may not start so, or it would be the key of some other job (enqueue_job: QI422).
+WINDOWED_KEY_RE = re.compile(r"@[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\Z")
+SCHEDULE_KEY_PREFIX = "schedule:"
 
 
 def pool() -> ConnectionPool:
@@ -98,6 +103,25 @@ def _bad_text(value: Any) -> str | None:
             if problem:
                 return problem
     return None
+
+
+NUMBER_PROBLEM = "must be a number from -1.7976931348623157e308 to 1.7976931348623157e308 (a double's range)"
+
+
+def _unstorable_numbers(value: Any, path: str) -> list[dict[str, str]]:
+    """Each number of a parsed body that cannot be stored, by its path: JSON numbers are read as
+    doubles, so 1e400 is infinity, which jsonb cannot hold (json.loads already refuses NaN and
+    Infinity themselves)."""
+    found, level = [], [(value, path)]
+    while level:
+        node, where = level.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            found.append({"field": where, "problem": NUMBER_PROBLEM})
+        elif isinstance(node, dict):
+            level.extend((v, f"{where}.{k}") for k, v in node.items())
+        elif isinstance(node, list):
+            level.extend((v, f"{where}.{n}") for n, v in enumerate(node))
+    return sorted(found, key=lambda e: e["field"])
 
 
 def _reject_constant(name: str) -> None:
@@ -174,6 +198,16 @@ def _idempotency_key() -> str:
                        "the Idempotency-Key header may hold only visible ASCII characters (letters, digits and "
                        "punctuation from ! to ~; no spaces)")
     return key
+
+
+def _reserved_key_problem(key: str, *, windowed: bool) -> str | None:
+    """enqueue_job's QI422, said of the header: a key in the stored form of another kind of key."""
+    if not windowed and not key.startswith(SCHEDULE_KEY_PREFIX) and WINDOWED_KEY_RE.search(key):
+        return ("must not end in @ and a window start (@2025-01-01T10:00:00.000Z) without unique_for_ms: "
+                "that is how the keys of unique_for_ms windows are stored")
+    if windowed and key.startswith(SCHEDULE_KEY_PREFIX):
+        return "must not start with schedule: with unique_for_ms: that is how the keys of schedules' slots start"
+    return None
 
 
 class JobRequest(BaseModel):
@@ -276,11 +310,24 @@ def _schema_problem(e: Any) -> str:
     return e.message
 
 
-def _schema_errors(schema: dict[str, Any], payload: dict[str, Any]) -> list[dict[str, str]]:
-    """Every field of the payload that breaks its type's JSON Schema, once each, under payload."""
+def _schema_errors(task_type: db.TaskType, payload: dict[str, Any]) -> list[dict[str, str]]:
+    """Every field of the payload that breaks its type's JSON Schema, once each, under payload.
+
+    422 invalid_payload_schema when the type's schema is one the API cannot use (pgqw.payload_schema's
+    rules), and 422 payload_check_timeout when the check takes more than PAYLOAD_CHECK_SECONDS."""
+    schema = task_type.payload_schema
+    checked = _validator_of(task_type)
+    try:
+        found = payload_schema.errors(checked, payload, seconds=PAYLOAD_CHECK_SECONDS)
+    except payload_schema.PayloadCheckTimeout:
+        raise ApiError(422, "payload_check_timeout",
+                       f"checking the payload against the schema of task type {task_type.name!r} took more than "
+                       f"{PAYLOAD_CHECK_SECONDS:g} s; the job was not accepted",
+                       {"taskType": task_type.name}) from None
+    except payload_schema.PayloadSchemaError as exc:
+        raise _unusable_schema(task_type.name, str(exc)) from None
     errors: dict[str, str] = {}
-    for e in sorted(_validator_of(schema).iter_errors(payload),
-                    key=lambda e: [str(p) for p in e.absolute_path]):
+    for e in sorted(found, key=lambda e: [str(p) for p in e.absolute_path]):
         path = ".".join(["payload", *(str(p) for p in e.absolute_path)])
         if e.validator == "required" and isinstance(e.instance, dict):
             for m in e.validator_value:
@@ -303,25 +350,49 @@ def _schema_errors(schema: dict[str, Any], payload: dict[str, Any]) -> list[dict
     return [{"field": f, "problem": errors[f]} for f in sorted(errors, key=position)]
 
 
-# The validator of each schema dict the task-type cache holds (its id, with the dict kept alive): no
-# serializing of the schema per request to find it.
+def _unusable_schema(name: str, problem: str) -> ApiError:
+    return ApiError(422, "invalid_payload_schema",
+                    f"the payload schema registered for task type {name!r} is one the API cannot use, so no job "
+                    f"of it is accepted until the type is registered again with a valid schema: {problem}",
+                    {"taskType": name, "problem": problem})
+
+
+# The checked validator (or what is wrong with the schema) of each schema dict the task-type cache holds
+# (its id, with the dict kept alive): no serializing of the schema per request to find it.
 _VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
 
 
-def _validator_of(schema: dict[str, Any]) -> Any:
+def _validator_of(task_type: db.TaskType) -> Any:
+    """The type's validator (pgqw.payload_schema.validator); 422 invalid_payload_schema when its schema
+    breaks pgqw.payload_schema's rules (checked once per schema and process)."""
+    schema = task_type.payload_schema
     found = _VALIDATORS.get(id(schema))
     if found is None or found[0] is not schema:
         if len(_VALIDATORS) > 1024:
             _VALIDATORS.clear()
         found = _VALIDATORS[id(schema)] = (schema, _validator(json.dumps(schema, sort_keys=True)))
-    return found[1]
+    checked, problem = found[1]
+    if problem is not None:
+        raise _unusable_schema(task_type.name, problem)
+    return checked
 
 
 @functools.lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Any:
-    schema = json.loads(schema_json)
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+def _validator(schema_json: str) -> tuple[Any, str | None]:
+    """(validator, None), or (None, the rule the schema breaks)."""
+    try:
+        return payload_schema.validator(json.loads(schema_json)), None
+    except payload_schema.PayloadSchemaError as exc:
+        current_app.logger.warning("a registered payload schema cannot be used: %s", exc)
+        return None, str(exc)
+
+
+def _usable(task_type: db.TaskType) -> bool:
+    try:
+        _validator_of(task_type)
+    except ApiError:
+        return False
+    return True
 
 
 def _check_job_request(body: Any) -> tuple[JobRequest, db.TaskType | None]:
@@ -341,8 +412,12 @@ def _check_job_request(body: Any) -> tuple[JobRequest, db.TaskType | None]:
     if isinstance(job_type, str) and not any(e["field"] == "type" for e in errors):
         task_type = task_types().get(job_type)
     payload = body.get("payload")
-    if task_type is not None and isinstance(payload, dict):
-        errors.extend(_schema_errors(task_type.payload_schema, payload))
+    if isinstance(payload, dict):
+        unstorable = _unstorable_numbers(payload, "payload")
+        errors.extend(unstorable)
+        # A payload with infinities is not checked further: the schema's keywords are not made for them.
+        if task_type is not None and not unstorable:
+            errors.extend(_schema_errors(task_type, payload))
     if isinstance(payload, dict):
         named = {e["field"] for e in errors}
         for name, value in payload.items():
@@ -408,6 +483,10 @@ def create_job() -> Response:
     _require_json_body()
     key = _idempotency_key()
     req, _task_type = _check_job_request(_read_json_body())
+    problem = _reserved_key_problem(key, windowed=req.unique_for_ms is not None)
+    if problem:
+        raise ApiError(422, "idempotency_key_reserved", f"the Idempotency-Key {problem}",
+                       [{"field": "Idempotency-Key", "problem": problem}])
     with pool().connection(autocommit=True) as conn:  # one call
         job = db.enqueue_job(
             conn, type=req.type, payload=req.payload, idempotency_key=key, queue=req.queue,
@@ -812,8 +891,9 @@ def get_flyer(job_id: str) -> Response:
 def openapi() -> Response:
     from . import auth
 
+    # A type whose schema the API cannot use accepts no job (invalid_payload_schema): not documented.
     doc = document(auth_required=auth.enabled(current_app),
-                   task_types=[(t.name, t.payload_schema, t.description) for t in task_types().all()])
+                   task_types=[(t.name, t.payload_schema, t.description) for t in task_types().all() if _usable(t)])
     if "demo.get_flyer" not in current_app.view_functions:  # the demo is not loaded: no flyer route
         doc["paths"] = {path: item for path, item in doc["paths"].items() if path != FLYER_PATH}
     return jsonify(doc)

@@ -23,9 +23,16 @@ every request must then also name the API in its Host header:
   otherwise                           → 403 forbidden_host
 and a request with an Origin header must come from one of those hosts (http or https; "null" is none)
   otherwise                           → 403 forbidden_origin
-No Host header (an HTTP/1.0 client) skips the first check, no Origin (curl, scripts, a page's
-same-origin GET) the second. With tokens, a browser cannot add the token by itself, and neither check
-is made.
+A request that changes something (any method but GET, HEAD and OPTIONS) without an Origin header is
+judged by what else the browser says of where it comes from:
+  Sec-Fetch-Site: cross-site or same-site (a page of another origin; an allowed one would have sent
+  its Origin), or a Referer that is not http(s) on one of those hosts
+                                      → 403 forbidden_origin
+No Host header (an HTTP/1.0 client) skips the first check; no Origin, Sec-Fetch-Site or Referer (curl,
+scripts) the others, and so do Sec-Fetch-Site: same-origin and none (the page itself; an address typed
+in). A cross-site GET is answered (a link to the page from elsewhere; a page of another site cannot
+read the answer). With tokens, a browser cannot add the token by itself, and none of these checks is
+made.
 
 Tokens are compared in constant time: both sides are hashed to SHA-256 digests of the same length and
 compared with hmac.compare_digest against every configured token, without stopping at a match, so
@@ -197,9 +204,26 @@ def local_peer(remote_addr: str | None) -> bool:
     return address.is_loopback
 
 
+# Sec-Fetch-Site values of a request made by a page of another origin (same-site: another port or
+# another subdomain of the same site). same-origin and none (typed in, a bookmark) are the API's own.
+CROSS_SITE = frozenset({"cross-site", "same-site"})
+
+
+def _own_page(url: str, allowed: AllowedHosts, port: int, *, origin: bool = False) -> bool:
+    """Whether an Origin (scheme and host alone) or a Referer (a whole URL) is http(s) on one of the
+    API's own names."""
+    url = url.strip()
+    m = _ORIGIN.fullmatch(url) if origin else _ORIGIN.match(url)
+    if m is None or (len(url) > m.end() and url[m.end()] not in "/?#"):
+        return False
+    found = _host_port(m["host"], _DEFAULT_PORTS[m["scheme"].lower()])
+    return found is not None and allowed.allows(*found, port)
+
+
 def check_host() -> None:
-    """Runs before every request (registered by install): the peer, Host and Origin when the API has
-    no tokens."""
+    """Runs before every request (registered by install) when the API has no tokens: the peer, the Host,
+    and where the request comes from (Origin; for a request that changes something without one,
+    Sec-Fetch-Site and Referer)."""
     allowed: AllowedHosts | None = current_app.extensions[HOSTS_KEY]
     if allowed is None:
         return
@@ -217,14 +241,27 @@ def check_host() -> None:
                            f"PUBLIC_URL's host, API_ALLOWED_HOSTS), not to Host {host[:100]!r}")
     origin = request.headers.get("Origin")
     if origin is not None:
-        m = _ORIGIN.fullmatch(origin.strip())
-        scheme = m["scheme"].lower() if m else ""
-        found = _host_port(m["host"], _DEFAULT_PORTS[scheme]) if m else None
-        if found is None or not allowed.allows(*found, port):
+        if not _own_page(origin, allowed, port, origin=True):
             raise ApiError(403, "forbidden_origin",
                            f"this API takes no requests from pages of other sites; Origin {origin[:100]!r} is "
                            f"not one of its own names (localhost, 127.0.0.1 or [::1] on port {port}, "
                            "PUBLIC_URL's host, API_ALLOWED_HOSTS)")
+        return
+    if request.method in READ_METHODS:
+        return
+    # No Origin on a request that changes something: an older browser, or one that left it out. What
+    # else it says of the page that sent the request decides.
+    site = request.headers.get("Sec-Fetch-Site", "").strip().lower()
+    if site in CROSS_SITE:
+        raise ApiError(403, "forbidden_origin",
+                       f"this API takes no requests from pages of other sites: the browser marked this one "
+                       f"Sec-Fetch-Site: {site} and sent no Origin to tell which page it came from")
+    referer = request.headers.get("Referer")
+    if referer is not None and not _own_page(referer, allowed, port):
+        raise ApiError(403, "forbidden_origin",
+                       f"this API takes no requests from pages of other sites; Referer {referer[:100]!r} is "
+                       f"not one of its own pages (localhost, 127.0.0.1 or [::1] on port {port}, "
+                       "PUBLIC_URL's host, API_ALLOWED_HOSTS)")
 
 
 def install(app: Flask, write: tuple[str, ...], read: tuple[str, ...]) -> None:

@@ -2,10 +2,12 @@
 -- with '<ms> <queue>', how far ahead its run_at is on the server's clock), or returns the job made before
 -- with this idempotency key (the unique constraint decides between concurrent calls). Unset queue, priority and
 -- max_attempts: the task type's (task_type_settings), then the defaults. Returns the job and created.
--- p_unique_for: the key is unique only for that window; the stored key is `<key>@<window start>` (UTC).
+-- p_unique_for: the key is unique only for that window; the stored key is `<key>@<window start>` (UTC). That
+-- form is reserved to windowed keys and to schedules' slots (`schedule:<name>@<slot>`): a key without p_unique_for
+-- may end so only if it starts with `schedule:`, a key with it may not start so (QI422), so none of them meet.
 -- A type nobody registered is refused (QT422) unless queue_settings.accept_unregistered_types is on.
--- Raises QV400 (bad argument), QT422 (unregistered type), QV413 (payload over max_payload_bytes), QI409 (the key
--- was used for another job).
+-- Raises QV400 (bad argument), QI422 (a plain key in the windowed form), QT422 (unregistered type), QV413
+-- (payload over max_payload_bytes), QI409 (the key was used for another job).
 create or replace function enqueue_job(
     p_type             text,
     p_payload          jsonb,
@@ -93,6 +95,22 @@ begin
     -- Unique for a window: the key with the start of the window that holds the job's run_at (now when
     -- unset), windows counted from the epoch in UTC. Within a window it is one key, so the unique
     -- constraint still decides between concurrent calls; the next window's key is a new one.
+    -- The stored form of a windowed key, `<key>@<window start>`, is also that of a schedule's slots
+    -- (enqueue_schedule_slots: `schedule:<name>@<slot>`): a plain key in that form would be some window's
+    -- key, and a windowed key starting with `schedule:` some slot's.
+    if p_unique_for is null and p_idempotency_key !~ '^schedule:'
+       and p_idempotency_key ~ '@[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$' then
+        raise exception using errcode = 'QI422',
+            message = format('idempotency key %L ends in @ and a window start, the stored form of a unique_for '
+                             'key: without unique_for a key may not end like that', p_idempotency_key),
+            hint = 'use another key, or give unique_for to make it unique within a window';
+    end if;
+    if p_unique_for is not null and p_idempotency_key ~ '^schedule:' then
+        raise exception using errcode = 'QI422',
+            message = format('idempotency key %L starts with schedule:, the form of a schedule''s slots: with '
+                             'unique_for a key may not start like that', p_idempotency_key),
+            hint = 'use another key';
+    end if;
     if p_unique_for is not null then
         if p_unique_for < interval '1 millisecond' or p_unique_for > interval '366 days' then
             raise exception using errcode = 'QV400',

@@ -2,9 +2,11 @@
 -- max_attempts, unique_for_ms]} in one insert (→ pending), one notification per queue: pgqw_jobs with the queue for
 -- jobs ready now, pgqw_jobs_at with '<ms> <queue>' for the earliest later one ('<ms>+ <queue>' when others of that
 -- queue come due later still). Returns one row per element,
--- in order. unique_for_ms: as enqueue_job's p_unique_for (the stored key is `<key>@<window start>`).
+-- in order. unique_for_ms: as enqueue_job's p_unique_for (the stored key is `<key>@<window start>`, a form a key
+-- without unique_for_ms may take only if it starts with `schedule:`, and a key with it may not: QI422).
 -- A type nobody registered is refused (QT422) unless queue_settings.accept_unregistered_types is on.
--- Raises QV400 (not an array, a bad element, a key twice in the batch), QT422, QV413 (payload too large), QI409.
+-- Raises QV400 (not an array, a bad element, a key twice in the batch), QI422, QT422, QV413 (payload too large),
+-- QI409.
 create or replace function enqueue_jobs(
     p_jobs  jsonb
 ) returns table (
@@ -143,6 +145,26 @@ begin
     if found then
         raise exception using errcode = 'QV400',
             message = format('job %s: unique_for_ms must be between 1 and 31622400000 (366 days)', v_bad.n);
+    end if;
+    -- Keys in the stored form of another kind of key (as in enqueue_job): a plain one that ends as a windowed
+    -- key does, a windowed one that starts as a schedule's slot does.
+    select e.n, e.elem ->> 'idempotency_key' as key, e.elem ->> 'unique_for_ms' is null as plain into v_bad
+      from jsonb_array_elements(p_jobs) with ordinality as e(elem, n)
+     where case when e.elem ->> 'unique_for_ms' is null
+                then e.elem ->> 'idempotency_key' !~ '^schedule:' and e.elem ->> 'idempotency_key'
+                     ~ '@[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$'
+                else e.elem ->> 'idempotency_key' ~ '^schedule:' end
+     order by e.n limit 1;
+    if found then
+        raise exception using errcode = 'QI422',
+            message = case when v_bad.plain
+                           then format('job %s: idempotency key %L ends in @ and a window start, the stored form of a '
+                                       'unique_for_ms key: without unique_for_ms a key may not end like that',
+                                       v_bad.n, v_bad.key)
+                           else format('job %s: idempotency key %L starts with schedule:, the form of a schedule''s '
+                                       'slots: with unique_for_ms a key may not start like that', v_bad.n, v_bad.key)
+                      end,
+            hint = 'use another key';
     end if;
     select array_agg(case when e.elem ->> 'unique_for_ms' is null then b.key
                           else b.key || '@' || to_char(to_timestamp(

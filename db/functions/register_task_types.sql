@@ -3,7 +3,9 @@
 -- update made from psql outlives every release. Returns the rows of the registered types.
 -- p_types: a JSON array of {"name", "payload_schema", and optionally "description", "queue",
 -- "priority", "max_attempts", "backoff_base_ms", "backoff_max_delay_ms", "backoff_max_jitter_ms",
--- "lease_ms"}. Raises QV400 (not an array, a bad element or value, a name twice).
+-- "lease_ms"}. A payload_schema is at most 131072 bytes (as text) nested at most 32 levels, of Draft 2020-12 if it
+-- names a $schema, with every $ref and $dynamicRef into itself (starting with #): the API fetches nothing
+-- (pgqw.payload_schema checks the rest). Raises QV400 (not an array, a bad element, value or schema, a name twice).
 create or replace function register_task_types(
     p_types  jsonb
 ) returns setof task_types
@@ -36,6 +38,38 @@ begin
             message = format('task type %s is not an object with a name (text, at most 100 characters), a '
                              'payload_schema (object) and whole-number settings', v_bad.ord),
             detail = left(v_bad.value::text, 200);
+    end if;
+    -- The rules of pgqw.payload_schema that need no JSON Schema library (its 1 to 3), for the callers that
+    -- skip the Python check (a worker login can call this function with anything).
+    select b.name, b.problem into v_bad from (
+        select e.ord, e.value ->> 'name' as name, case
+                 when octet_length(s.schema::text) > 131072
+                     then format('is %s bytes, more than the limit of 131072', octet_length(s.schema::text))
+                 when jsonb_path_exists(s.schema, 'strict $.**{33 to last}')
+                     then 'nests more than 32 levels'
+                 when s.schema ? '$schema' and s.schema -> '$schema' not in
+                          ('"https://json-schema.org/draft/2020-12/schema"', '"https://json-schema.org/draft/2020-12/schema#"')
+                     then format('names the $schema %s: payload schemas are read as Draft 2020-12 '
+                                 '(https://json-schema.org/draft/2020-12/schema)', left(s.schema ->> '$schema', 100))
+                 when s.outside is not null
+                     then format('has a $ref or $dynamicRef that points outside it, %s: the API fetches nothing, so '
+                                 'every reference starts with # (#/$defs/Name)', left(s.outside::text, 100))
+               end as problem
+          from jsonb_array_elements(p_types) with ordinality as e(value, ord)
+          cross join lateral (
+              select e.value -> 'payload_schema' as schema,
+                     coalesce(jsonb_path_query_first(e.value -> 'payload_schema',
+                                  'lax $.**."$ref" ? (@.type() == "string" && !(@ starts with "#"))'),
+                              jsonb_path_query_first(e.value -> 'payload_schema',
+                                  'lax $.**."$dynamicRef" ? (@.type() == "string" && !(@ starts with "#"))')) as outside
+          ) s
+        ) b
+     where b.problem is not null
+     order by b.ord
+     limit 1;
+    if found then
+        raise exception using errcode = 'QV400',
+            message = format('task type %L: its payload_schema %s', v_bad.name, v_bad.problem);
     end if;
     select e.value ->> 'name' as name into v_bad
       from jsonb_array_elements(p_types) e group by 1 having count(*) > 1 limit 1;
