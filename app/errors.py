@@ -37,6 +37,7 @@ DB_ERRORS: dict[str, tuple[int, str]] = {
     "QV413": (413, "payload_too_large"),
     "QN404": (404, "job_not_found"),
     "QI409": (409, "idempotency_key_reused"),
+    "QI422": (422, "idempotency_key_reserved"),
     "QS409": (409, "job_not_in_state"),
     "QL409": (409, "lease_lost"),
     "QC400": (400, "invalid_cron"),

@@ -237,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Delete the finished jobs (succeeded, dead, cancelled) that finished longer "
                        "ago than --older-than, with their attempts and results, in batches (one transaction "
                        "each, locked rows skipped), and print how many. Workers also prune by themselves "
-                       "(PRUNE, PRUNE_SUCCEEDED_AFTER_S, PRUNE_FINISHED_AFTER_S).")
+                       "(PRUNE; their ages are queue_settings.prune_succeeded_after and prune_finished_after).")
     p.add_argument("--older-than", type=duration, required=True, metavar="AGE",
                    help="how long ago a job must have finished: a number and a unit, such as 7d, 12h, 30m")
     p.add_argument("--status", metavar="STATUSES",

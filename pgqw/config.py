@@ -129,12 +129,10 @@ class Settings:
     # The worker's lines: `text` (HH:MM:SS.mmmZ [id] event details) or `json` (one object a line).
     log_format: str = "text"
     # Retention (worker/pruner.py): every PRUNE_INTERVAL_MS a worker deletes one batch of finished jobs
-    # (with their attempts and results) older than their age: succeeded after 7 days, dead and
-    # cancelled after 30. PRUNE=0 turns it off.
+    # (with their attempts and results) past the database's retention (queue_settings.prune_succeeded_after,
+    # prune_finished_after). PRUNE=0 turns it off.
     prune: bool = True
     prune_interval_ms: int = 60_000
-    prune_succeeded_after_s: int = 7 * 86400
-    prune_finished_after_s: int = 30 * 86400
     prune_batch: int = 1000
     # Periodic jobs (worker/scheduler.py): every worker enqueues the due slots of the schedules table
     # (each slot once, whoever does it). SCHEDULER=0 turns it off in this worker.
@@ -210,8 +208,6 @@ def load() -> Settings:
         log_format=_choice("WORKER_LOG_FORMAT", "text", LOG_FORMATS),
         prune=_bool("PRUNE", True),
         prune_interval_ms=_int("PRUNE_INTERVAL_MS", 60_000, minimum=1),
-        prune_succeeded_after_s=_int("PRUNE_SUCCEEDED_AFTER_S", 7 * 86400, minimum=0),
-        prune_finished_after_s=_int("PRUNE_FINISHED_AFTER_S", 30 * 86400, minimum=0),
         prune_batch=_int("PRUNE_BATCH", 1000, minimum=1),
         scheduler=_bool("SCHEDULER", True),
         sim_min_latency_ms=_int("SIM_MIN_LATENCY_MS", 2000, minimum=0),

@@ -29,7 +29,7 @@ def next_slot(cron: str, after: datetime) -> datetime:
     return croniter(cron, after.astimezone(timezone.utc)).get_next(datetime)
 
 
-def done_until(schedule: db.Schedule) -> datetime:
+def done_until(schedule: db.Schedule | db.ScheduleTimes) -> datetime:
     """No slot at or before this is enqueued any more: its last slot, or where it starts from."""
     return max(schedule.slots_after, schedule.last_slot or schedule.slots_after)
 

@@ -710,6 +710,10 @@ class QueueSettings:
     max_payload_bytes: int
     # Jobs of a type nobody registered are accepted (else enqueue_job(s) refuse them, QT422).
     accept_unregistered_types: bool = False
+    # Retention (prune_expired_jobs): succeeded jobs, then dead and cancelled ones, are deleted this long
+    # after they finished.
+    prune_succeeded_after: timedelta = timedelta(days=7)
+    prune_finished_after: timedelta = timedelta(days=30)
 
 
 def get_queue_settings(conn: psycopg.Connection) -> QueueSettings:
@@ -970,6 +974,32 @@ def list_schedules(conn: psycopg.Connection) -> list[Schedule]:
     with conn.cursor(row_factory=class_row(Schedule)) as cur:
         cur.execute(_q("select * from pgqw.list_schedules()"))
         return cur.fetchall()
+
+
+@dataclass
+class ScheduleTimes:
+    """A schedule's timing (schedule_times): what a scheduler needs to find its due slots."""
+    name: str
+    task_type: str
+    cron: str
+    catch_up: str
+    paused: bool
+    last_slot: datetime | None
+    slots_after: datetime
+
+
+def schedule_times(conn: psycopg.Connection) -> list[ScheduleTimes]:
+    """Every schedule's timing, by name (no payloads)."""
+    with conn.cursor(row_factory=class_row(ScheduleTimes)) as cur:
+        cur.execute(_q("select * from pgqw.schedule_times()"))
+        return cur.fetchall()
+
+
+def prune_expired_jobs(conn: psycopg.Connection, *, batch: int = 1000) -> int:
+    """Deletes up to batch finished jobs past the database's retention (queue_settings)."""
+    row = conn.execute(_q("select pgqw.prune_expired_jobs(%(batch)s::integer)"), {"batch": batch}).fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def get_schedule(conn: psycopg.Connection, *, name: str) -> Schedule | None:

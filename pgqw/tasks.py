@@ -192,6 +192,12 @@ class Task(Generic[P]):
             raise TaskDefinitionError(f"task {name!r}: payload model {self.model!r} must describe a JSON "
                                       f"object, its schema has type {schema.get('type')!r}")
         schema.setdefault("title", name)
+        from .payload_schema import PayloadSchemaError, check
+
+        try:
+            check(schema)  # what the database and the API refuse, refused where the task is defined
+        except PayloadSchemaError as exc:
+            raise TaskDefinitionError(f"task {name!r}: payload schema: {exc}") from None
         self.payload_schema = schema
         self._check_schedules()
 

@@ -4,6 +4,8 @@ same, every job in the state it was in, the ledger carried over, nothing of the 
 the move is refused, changing nothing, while a worker holds a lease."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 import importlib.util
 import io
 import shutil
@@ -142,10 +144,13 @@ def test_migrate_moves_an_install_in_public_into_the_schema_with_every_row(
     result = migrate(empty_db_url, log=notes.append)
     assert any(n.startswith(f"moved     the queue from public into {SCHEMA}") for n in notes), notes
     # The release's 14 stay applied; the ones after it are new.
-    assert result.applied == ["0015_unregistered_types_and_known_queues.sql", "0016_isolated_jobs.sql"]
+    assert result.applied == ["0015_unregistered_types_and_known_queues.sql", "0016_isolated_jobs.sql",
+                              "0017_role_bounds.sql"]
     after = _tables(empty_db_url, SCHEMA)
-    for row in after["queue_settings"]:
-        assert row.pop("accept_unregistered_types") is False  # the one new column, at its default
+    for row in after["queue_settings"]:  # the new columns, at their defaults
+        assert row.pop("accept_unregistered_types") is False
+        assert (row.pop("prune_succeeded_after"), row.pop("prune_finished_after")) == (
+            timedelta(days=7), timedelta(days=30))
     assert after["ledger"][:len(before["ledger"])] == before["ledger"]
     assert {k: v for k, v in after.items() if k != "ledger"} == {k: v for k, v in before.items() if k != "ledger"}
     assert _in_public(empty_db_url) == []

@@ -41,7 +41,15 @@ class Scheduler:
         """The code's schedules into the table (a DBA's pause and schedules stay). At start: a definition
         the database refuses (QC400, QT422) stops the worker there."""
         rows = tasks.schedule_registrations(self.registry)
-        done = self.run(lambda conn: db.register_schedules(conn, task_types=self.registry.names(), schedules=rows))
+        try:
+            done = self.run(lambda conn: db.register_schedules(conn, task_types=self.registry.names(),
+                                                               schedules=rows))
+        except psycopg.errors.InsufficientPrivilege:
+            # The worker role may not define schedules (a worker login could otherwise make jobs of any
+            # payload): the deploy registers them (pgqw migrate --tasks, pgqw tasks register).
+            self.log("schedule", "this login may not register schedules: the deploy registers the code's "
+                                 "(pgqw migrate --tasks)")
+            return []
         for s in done:
             if s.source == "sql":
                 self.log("schedule", f"{s.name}: a DBA's schedule of the same name wins over the code's "
@@ -51,7 +59,7 @@ class Scheduler:
     def tick(self) -> float:
         """One round: every schedule's due slots to enqueue_schedule_slots. Returns how long to sleep:
         until the next slot of any schedule, at most reread_s."""
-        now, schedules = self.run(lambda conn: (self.now(conn), db.list_schedules(conn)))
+        now, schedules = self.run(lambda conn: (self.now(conn), db.schedule_times(conn)))
         wait = self.reread_s
         for s in schedules:
             # Only the schedules of types this worker runs: a schedule of a type no live worker runs makes
@@ -70,7 +78,7 @@ class Scheduler:
             wait = min(wait, (upcoming - now).total_seconds())
         return max(wait, MIN_WAIT_S)
 
-    def _enqueue(self, s: db.Schedule, slots: list[datetime]) -> None:
+    def _enqueue(self, s: db.ScheduleTimes, slots: list[datetime]) -> None:
         try:
             made = self.run(lambda conn: db.enqueue_schedule_slots(conn, name=s.name, slots=slots))
         except psycopg.Error as exc:

@@ -1,10 +1,10 @@
 -- enqueue_schedule_slots: a scheduler's call for the slots of p_name it found due (at most 100, none in the
--- future of the server's clock). Under the schedule's row lock, the slots after last_slot and slots_after
+-- future of the server's clock, each a slot of the schedule's cron: cron_matches). Under the schedule's row lock, the slots after last_slot and slots_after
 -- are due; catch_up picks which get a job: all, the latest only, or none (only the latest, if at most a
 -- minute late). Each job is enqueue_job's, run_at its slot, idempotency key `schedule:<name>@<slot, UTC>`
 -- (so a slot is enqueued once, however many call). Advances last_slot and slots_after; a paused schedule
 -- changes nothing. Returns (slot, job_id, created) per slot enqueued.
--- Raises QV400 (null, too many, or future slots), QR404 (no schedule has this name), and enqueue_job's QV413.
+-- Raises QV400 (null, too many, future slots, or a time that is not a slot of the cron), QR404 (no schedule has this name), and enqueue_job's QV413.
 create or replace function enqueue_schedule_slots(
     p_name   text,
     p_slots  timestamptz[]
@@ -43,6 +43,13 @@ begin
     end if;
     if v_schedule.paused then
         return;
+    end if;
+    -- Only the cron's own slots: a caller cannot make a job at a time of its choosing (nor, with catch_up
+    -- 'latest', make an off-slot time take the place of the real slot).
+    select x into v_slot from unnest(p_slots) x where not cron_matches(v_schedule.cron, x) limit 1;
+    if found then
+        raise exception using errcode = 'QV400',
+            message = format('%s is not a slot of schedule %s (cron %s)', v_slot, v_schedule.name, v_schedule.cron);
     end if;
 
     v_due := array(select distinct x from unnest(p_slots) x

@@ -42,7 +42,8 @@ declare
         'report_timeline, retry_dead, stop_worker, sweep_stuck, sweep_stuck_at, pause_queue, resume_queue, set_queue_limit, '
         'set_queue_rate, cancel_job, mark_cancelled, next_run_at, '
         'check_schedule_cron, set_schedule, pause_schedule, resume_schedule, delete_schedule, register_schedules, '
-        'enqueue_schedule_slots, list_schedules, watch_job, unwatch_job, raise_unknown_queue';
+        'enqueue_schedule_slots, list_schedules, watch_job, unwatch_job, raise_unknown_queue, prune_expired_jobs, '
+        'cron_matches, schedule_times';
     -- migrations is pgqw migrate's ledger; a database installed with psql alone has none.
     v_tables constant text := 'jobs, job_attempts, job_results, flyers, queue_settings, task_types, '
         'task_type_settings, workers, queues, job_cancel_requests, schedules, job_waiters, job_isolation'
@@ -88,11 +89,14 @@ begin
             -- functions (the lease a claim granted, already_recorded after a lost reply).
             ('pgqw_worker', 'execute on function claim_job, claim_jobs, heartbeat, mark_succeeded, '
                             'mark_jobs_succeeded, mark_failed, release_job, sweep_stuck, register_task_types, '
-                            'register_worker, stop_worker, prune_jobs'),
+                            'register_worker, stop_worker'),
+            -- Retention as the database's settings allow (prune_jobs, any age, is pgqw_admin's).
+            ('pgqw_worker', 'execute on function prune_expired_jobs'),
             -- Ending an attempt whose job was asked to cancel (heartbeat says so).
             ('pgqw_worker', 'execute on function mark_cancelled'),
-            -- The scheduler: the code's schedules at start, the schedules each round, then each due slot.
-            ('pgqw_worker', 'execute on function register_schedules, list_schedules, enqueue_schedule_slots'),
+            -- The scheduler: the schedules' timing each round (no payloads), then each due slot (only the
+            -- cron's own slots). Defining schedules is the deploy's (register_schedules: pgqw_admin).
+            ('pgqw_worker', 'execute on function schedule_times, enqueue_schedule_slots'),
             -- When the next delayed job comes due (after a missed pgqw_jobs_at notification).
             ('pgqw_worker', 'execute on function next_run_at'),
             -- Operators (pgqw report, pgqw check-idempotency, psql): every function but the internal
@@ -104,11 +108,12 @@ begin
                            'enqueue_jobs, heartbeat, mark_failed, mark_jobs_succeeded, mark_succeeded, '
                            'queue_stats, register_task_types, register_worker, release_job, report_concurrency, '
                            'report_double_runs, report_latest_jobs, report_timeline, retry_dead, stop_worker, '
-                           'sweep_stuck, prune_jobs'),
+                           'sweep_stuck, prune_jobs, prune_expired_jobs'),
             ('pgqw_admin', 'execute on function pause_queue, resume_queue, set_queue_limit, set_queue_rate'),
             ('pgqw_admin', 'execute on function cancel_job, mark_cancelled'),
             ('pgqw_admin', 'execute on function check_schedule_cron, set_schedule, pause_schedule, resume_schedule, '
-                           'delete_schedule, register_schedules, enqueue_schedule_slots, list_schedules'),
+                           'delete_schedule, register_schedules, enqueue_schedule_slots, list_schedules, '
+                           'schedule_times, cron_matches'),
             ('pgqw_admin', 'execute on function next_run_at'),
             ('pgqw_admin', 'execute on function watch_job, unwatch_job'),
             ('pgqw_admin', format('select on table %s', v_tables)),

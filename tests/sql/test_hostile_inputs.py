@@ -512,6 +512,10 @@ BAD_CALLS = [
     # stop_worker(worker_id)
     bad("stop_worker", "null-worker", "select * from stop_worker(null)", "QV400"),
     bad("stop_worker", "nul-worker", f"select * from stop_worker('w1' || {NUL})", "54000"),
+    # prune_expired_jobs(batch)
+    bad("prune_expired_jobs", "null-batch", "select prune_expired_jobs(null)", "QV400"),
+    bad("prune_expired_jobs", "zero-batch", "select prune_expired_jobs(0)", "QV400"),
+    bad("prune_expired_jobs", "max-int-batch", "select prune_expired_jobs(2147483647)", "QV400"),
     # prune_jobs(older_than, statuses, batch)
     bad("prune_jobs", "negative-million-years", "select prune_jobs(interval '-1000000 years')", "QV400"),
     bad("prune_jobs", "pending-status", "select prune_jobs(interval '0', array['pending'])", "QV400"),
@@ -606,6 +610,9 @@ BAD_CALLS = [
         "QV400"),
     # enqueue_schedule_slots(name, slots)
     bad("enqueue_schedule_slots", "null-name", "select * from enqueue_schedule_slots(null, array[now()])", "QV400"),
+    bad("enqueue_schedule_slots", "not-a-slot", "select * from enqueue_schedule_slots("
+        "(select name from set_schedule('every-minute', 'noop', '* * * * *')),"
+        " array[date_trunc('minute', now()) - interval '59 seconds'])", "QV400"),
     bad("enqueue_schedule_slots", "unknown-name", "select * from enqueue_schedule_slots('nope', array[now()])", "QR404"),
     bad("enqueue_schedule_slots", "null-slots", "select * from enqueue_schedule_slots('nope', null)", "QV400"),
     bad("enqueue_schedule_slots", "null-slot", "select * from enqueue_schedule_slots('nope', array[null]::timestamptz[])",
@@ -715,6 +722,11 @@ FINE_CALLS = [
     fine("stop_worker", "unknown-worker", "select count(*) from stop_worker('no-such-worker')", 0),
     fine("stop_worker", "injection-worker", f"select count(*) from stop_worker($${INJECTION}$$)", 0),
     fine("prune_jobs", "age-of-a-million-years", "select prune_jobs(interval '1000000 years')", 0),
+    fine("prune_expired_jobs", "nothing-past-its-retention", "select prune_expired_jobs(100000)", 0),
+    fine("schedule_times", "reads-only", "select count(*) from schedule_times()", 0),
+    fine("cron_matches", "null-cron", "select cron_matches(null, now()) is null", True),
+    fine("cron_matches", "injection-cron", f"select cron_matches($${INJECTION}$$, now()) is null", True),
+    fine("cron_matches", "infinity", "select cron_matches('* * * * *', 'infinity'::timestamptz) is not true", True),
     fine("sweep_stuck", "now", "select count(*) from sweep_stuck()", 0),
     fine("sweep_stuck_at", "minus-infinity", "select count(*) from sweep_stuck_at('-infinity')", 0),
     fine("queue_stats", "reads-only", "select count(*) > 0 from queue_stats()", True),
@@ -877,7 +889,7 @@ def test_hostile_input_cases_cover_every_function(world: World) -> None:
     failing_calls = {p.values[0].function for p in BAD_CALLS}
     # Reads without arguments that can be wrong have only hostile-but-valid calls.
     assert files - failing_calls == {"queue_stats", "report_concurrency", "report_double_runs", "check_schedule_cron",
-                                     "list_schedules"}
+                                     "list_schedules", "schedule_times", "cron_matches"}
 
 
 @pytest.mark.parametrize("function, call", [

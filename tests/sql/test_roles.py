@@ -23,14 +23,14 @@ from tests.sql.queue_state import snapshot
 
 ROLES = ("pgqw_api", "pgqw_worker", "pgqw_admin")
 TABLES = ("jobs", "job_attempts", "job_results", "flyers", "queue_settings", "task_types", "task_type_settings",
-          "workers", "queues", "job_cancel_requests", "schedules", "job_waiters", "migrations")
+          "workers", "queues", "job_cancel_requests", "schedules", "job_waiters", "job_isolation", "migrations")
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
 
 # The functions that change state run as their owner (security definer).
 STATE_CHANGING = (
     "enqueue_job", "enqueue_jobs", "claim_job", "claim_jobs", "claim_jobs_at", "mark_succeeded",
     "mark_jobs_succeeded", "mark_failed", "heartbeat", "sweep_stuck", "sweep_stuck_at", "release_job", "retry_dead",
-    "register_task_types", "register_worker", "stop_worker", "prune_jobs",
+    "register_task_types", "register_worker", "stop_worker", "prune_jobs", "prune_expired_jobs",
     "pause_queue", "resume_queue", "set_queue_limit", "set_queue_rate", "cancel_job", "mark_cancelled",
     "set_schedule", "pause_schedule", "resume_schedule", "delete_schedule", "register_schedules",
     "enqueue_schedule_slots",
@@ -38,14 +38,14 @@ STATE_CHANGING = (
     "watch_job", "unwatch_job",
     # Not a state change, but definer too: it reads jobs for workers, which may read no table.
     "next_run_at",
-    # Likewise: the schedules, for a worker's scheduler.
-    "list_schedules",
+    # Likewise: the schedules, for the API, and their timing for a worker's scheduler.
+    "list_schedules", "schedule_times",
 )
 # The owner's clock: claims and sweeps as of a time given. No role may execute them.
 OWNER_ONLY = {"raise_job_not_held", "raise_unknown_queue", "claim_jobs_at", "sweep_stuck_at"}
 # The others run with the caller's rights: the reports need SELECT on what they read.
 INVOKER = ("backoff_delay", "raise_job_not_held", "raise_unknown_queue", "queue_stats", "report_concurrency",
-           "report_double_runs", "report_latest_jobs", "report_timeline", "check_schedule_cron")
+           "report_double_runs", "report_latest_jobs", "report_timeline", "check_schedule_cron", "cron_matches")
 
 # Exactly what each role may do (db/security/grants.sql).
 EXECUTE = {
@@ -54,8 +54,8 @@ EXECUTE = {
                  "watch_job", "unwatch_job"},
     "pgqw_worker": {"claim_job", "claim_jobs", "heartbeat", "mark_succeeded", "mark_jobs_succeeded",
                     "mark_failed", "release_job", "sweep_stuck", "register_task_types", "register_worker",
-                    "stop_worker", "prune_jobs", "mark_cancelled", "register_schedules", "enqueue_schedule_slots",
-                    "next_run_at", "list_schedules"},
+                    "stop_worker", "prune_expired_jobs", "mark_cancelled", "enqueue_schedule_slots",
+                    "next_run_at", "schedule_times"},
     "pgqw_admin": (set(STATE_CHANGING) | set(INVOKER)) - OWNER_ONLY,
 }
 GRANTED = {
@@ -100,6 +100,9 @@ CALLS = {
     "set_queue_limit": "select * from set_queue_limit('q-refused', 1, true)",
     "set_queue_rate": "select * from set_queue_rate('q-refused', 1, true)",
     "prune_jobs": "select prune_jobs(interval '3650 days', p_batch => 1)",
+    "prune_expired_jobs": "select prune_expired_jobs(1)",
+    "schedule_times": "select * from schedule_times()",
+    "cron_matches": "select cron_matches('* * * * *', now())",
     "backoff_delay": "select backoff_delay(1)",
     "raise_job_not_held": "select raise_job_not_held(gen_random_uuid(), 1)",
     "raise_unknown_queue": "select raise_unknown_queue('q-refused', false)",

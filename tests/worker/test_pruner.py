@@ -1,4 +1,5 @@
-"""worker/pruner.py: one prune_jobs batch per round when due, each rule in turn, with an injected clock."""
+"""worker/pruner.py: one prune_expired_jobs batch per round when due, by the database's retention, with an
+injected clock."""
 from __future__ import annotations
 
 import threading
@@ -34,14 +35,12 @@ def test_pruner_takes_succeeded_after_7_days_and_dead_after_30_by_default(conn: 
     now = [0.0]
     worker_log, out = log()
     pruner = Pruner(settings(), worker_log, Direct(conn).once, clock=lambda: now[0])
-    assert pruner.prune() == 1   # first round: succeeded
-    assert pruner.prune() == 1   # next round: dead and cancelled
+    assert pruner.prune() == 2   # the succeeded one past 7 days, the dead one past 30
     assert left(conn) == [("dead", 29), ("succeeded", 6)]
     assert pruner.prune() == 0   # not due until the interval passed
     now[0] = 59.9
     assert pruner.prune() == 0 and pruner.next_prune == 60.0
-    assert out.lines("pruned") == ["1 succeeded jobs finished more than 7d ago",
-                                   "1 dead/cancelled jobs finished more than 30d ago"]
+    assert out.lines("pruned") == ["2 finished jobs past their retention"]
 
 
 def test_pruner_takes_one_batch_per_round_until_a_short_one(conn: psycopg.Connection) -> None:
@@ -50,18 +49,17 @@ def test_pruner_takes_one_batch_per_round_until_a_short_one(conn: psycopg.Connec
     finished(conn, "dead", 40)
     now = [100.0]
     pruner = Pruner(settings(prune_batch=2), log()[0], Direct(conn).once, clock=lambda: now[0])
-    assert [pruner.prune() for _ in range(6)] == [2, 2, 1, 1, 0, 0]  # succeeded x3, dead, then not due
+    assert [pruner.prune() for _ in range(5)] == [2, 2, 2, 0, 0]  # the succeeded first, then the dead one
     assert left(conn) == []
-    now[0] = 160.0
-    assert pruner.prune() == 0 and pruner.rule == 1  # due again: each rule once more
 
 
-def test_pruner_ages_come_from_the_settings(conn: psycopg.Connection) -> None:
+def test_pruner_ages_come_from_the_database(conn: psycopg.Connection) -> None:
     finished(conn, "succeeded", 2)
     finished(conn, "dead", 2)
-    pruner = Pruner(settings(prune_succeeded_after_s=86400, prune_finished_after_s=3 * 86400), log()[0],
-                    Direct(conn).once, clock=lambda: 0.0)
-    assert pruner.prune() == 1 and pruner.prune() == 0
+    conn.execute("update queue_settings set prune_succeeded_after = interval '1 day',"
+                 " prune_finished_after = interval '3 days'")
+    pruner = Pruner(settings(), log()[0], Direct(conn).once, clock=lambda: 0.0)
+    assert pruner.prune() == 1
     assert left(conn) == [("dead", 2)]
 
 
