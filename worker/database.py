@@ -16,7 +16,6 @@ import time
 from typing import Any, Callable, TypeVar
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolClosed
 
 from pgqw import db
@@ -27,6 +26,7 @@ from pgqw.worker.log import Log, first_line
 T = TypeVar("T")
 
 POOL_TIMEOUT_S = 5.0            # wait for a pooled connection before logging and retrying
+POOL_RECONNECT_S = 0.2          # a failed connect of the pool is tried once more after this, then a fresh one
 BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 5.0
 
@@ -39,10 +39,14 @@ class WorkerExiting(Exception):
 
 def is_transient(exc: BaseException) -> bool:
     """A database error worth retrying on another connection: connection lost, server shutting
-    down or starting, too many connections, pool timeout, serialization failure or deadlock."""
+    down or starting, too many connections, pool timeout, serialization failure or deadlock. Not a
+    statement over one of the server's limits (class 54, program_limit_exceeded, such as a result too
+    big for jsonb), which psycopg counts as an OperationalError too: it fails the same way every time."""
+    state = getattr(exc, "sqlstate", None) or ""
+    if state.startswith("54"):
+        return False
     if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
         return True
-    state = getattr(exc, "sqlstate", None) or ""
     return state.startswith(("08", "53", "57P")) or state in ("40001", "40P01")
 
 
@@ -157,9 +161,13 @@ class Database:
                 kwargs=connect_kwargs(self.conninfo, self.settings.worker_id, "pool", listen=self.settings.listen,
                                       settings=self.settings),
                 timeout=POOL_TIMEOUT_S,
-                # Give up a background reconnect after 5 s: the next request starts a fresh one at
-                # once, instead of waiting out the pool's own ever-growing backoff.
-                reconnect_timeout=5.0,
+                # A connection found broken is replaced at once; if the server refuses (down, starting
+                # up), psycopg_pool would try again after 1 s, 2 s, 4 s…, and every call would wait for
+                # that, past a short lease. Its reconnect gives up after POOL_RECONNECT_S instead, and
+                # _reconnect_failed starts a fresh one at once while a call waits: a connection comes
+                # within POOL_RECONNECT_S of the server accepting again.
+                reconnect_timeout=POOL_RECONNECT_S,
+                reconnect_failed=self._reconnect_failed,
                 name=f"pgqw-worker-{self.settings.worker_id}",
             )
             pool.open(wait=True, timeout=15)
@@ -168,6 +176,18 @@ class Database:
             probe.close()
             raise
         return probe if self.settings.listen else None
+
+    def _reconnect_failed(self, pool: ConnectionPool) -> None:
+        """psycopg_pool gave up a reconnect (called on its worker thread). While a call waits for a
+        connection, a fresh attempt starts now (check() grows the pool when it can); with none waiting
+        the pool stays as it is, and the next call's request starts one at once."""
+        if self.exiting.is_set():
+            return
+        try:
+            if pool.get_stats().get("requests_waiting", 0) > 0:
+                pool.check()
+        except Exception:  # noqa: BLE001 - closed meanwhile: nobody to serve
+            pass
 
     def close(self) -> None:
         if self.pool is not None:

@@ -6,9 +6,14 @@ heartbeat renews that same lease, presenting the lease token its claim returned.
 heartbeat's answer is no longer held by that token (its lease expired and a sweep handed it on): it
 is logged as `lost`, and its result will be refused. A job the answer says was cancelled (cancel_job)
 is flagged (`ctx.cancelled`, `ctx.stopping`) and logged once: its attempt will be recorded cancelled.
+
+After a failed heartbeat (a lost connection, a server restarting) the next try comes after the
+backoff's delay, but never later than a tenth of the shortest lease held, nor than half the time left
+before the first lease runs out: a short outage costs no lease, however long the backoff has grown.
 """
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
@@ -22,6 +27,9 @@ from pgqw.config import Settings
 from pgqw.worker.database import Backoff, Run, WorkerExiting, is_transient
 from pgqw.worker.log import Log
 from pgqw.worker.slots import Running, Slots
+
+RETRY_SHARE = 10        # after a failed heartbeat, try again within a tenth of the shortest lease held
+RETRY_MIN_S = 0.01      # ... but not more often than this
 
 
 class Heartbeat:
@@ -77,6 +85,24 @@ class Heartbeat:
         dues = [self._due(r) for r in self.slots.holding() if r.state in ("running", "marking")]
         return min(dues) - now if dues else None
 
+    def lease_s(self, run: Running) -> float:
+        """The lease each heartbeat of the job renews (what beat() asks for)."""
+        return (self.settings.lease_ms or run.lease_ms) / 1000.0
+
+    def retry_in(self, delay: float) -> float:
+        """How long to wait after a failed heartbeat, given the backoff's delay: at most a tenth of the
+        shortest lease held, and at most half the time left on the lease that runs out first (each lease
+        is counted from its last renewal, which the time its next beat is due says), so every lease
+        gets tries before it expires. With nothing held, the backoff's delay."""
+        with self.slots.lock:
+            held = [r for r in self.slots.holding() if r.state in ("running", "marking")]
+            if not held:
+                return delay
+            now = self.clock()
+            shortest = min(self.lease_s(r) for r in held)
+            left = min(self._due(r) - self.interval_s(r) + self.lease_s(r) for r in held) - now
+        return max(RETRY_MIN_S, min(delay, shortest / RETRY_SHARE, left / 2))
+
     def _due(self, run: Running) -> float:
         if not run.next_beat:
             run.next_beat = run.started + self.interval_s(run)
@@ -93,17 +119,17 @@ class Heartbeat:
             by_lease[self.settings.lease_ms or run.lease_ms].append(run)
         kept: set = set()
         cancelled: set = set()
+        sent = self.clock()  # each lease is renewed from a moment after this one: its next beat counts from here
         for lease_ms, runs in by_lease.items():
-            leases = self.run(lambda conn: db.heartbeat(
-                conn, leases=[(r.job.id, r.job.lease_token) for r in runs], lease_ms=lease_ms))
+            leases = self.run(functools.partial(
+                db.heartbeat, leases=[(r.job.id, r.job.lease_token) for r in runs], lease_ms=lease_ms))
             kept |= {lease.job_id for lease in leases}
             cancelled |= {lease.job_id for lease in leases if lease.cancel_requested}
-        now = self.clock()
         lost: list[Running] = []
         told: list[Running] = []
         with self.slots.lock:
             for run in held:
-                run.next_beat = now + self.interval_s(run)
+                run.next_beat = sent + self.interval_s(run)
                 if run.job.id in cancelled and not run.cancelled:
                     run.cancelled = True
                     told.append(run)
@@ -128,7 +154,7 @@ class Heartbeat:
             with self.slots.taken:
                 if exiting.is_set():  # checked under the lock the exiting process pokes, so never missed
                     return
-                # After a failed heartbeat the leases are overdue: the backoff decides the next try.
+                # After a failed heartbeat the leases are overdue: retry_in() decided the next try.
                 wait = self.due_in() if retry_at is None else retry_at - self.clock()
                 if wait is None or wait > 0:
                     self._waking_at = math.inf if wait is None else self.clock() + wait
@@ -146,7 +172,7 @@ class Heartbeat:
             except Exception as exc:
                 if exiting.is_set():
                     return
-                delay = self._backoff.next()
+                delay = self.retry_in(self._backoff.next())
                 retry_at = self.clock() + delay
                 if is_transient(exc):
                     self.on_db_error("heartbeat", exc, delay)

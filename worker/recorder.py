@@ -12,6 +12,11 @@ like every call. The stored function is the judge of what happened: it records t
 already_recorded when an earlier try of the same call committed but its reply was lost, or refuses a
 result that is no longer this attempt's to give (QL409, or QN404 for a job that is gone). A job's
 slot is freed only once its result is committed or refused, then the result is logged.
+
+A result the database cannot store (a data exception: a \u0000 in JSON, NaN; a value over one of its
+limits; a content type mark_succeeded refuses) fails the attempt at once, not retried: the handler has
+run, and run again it would most likely return the same result (see unstorable). A batch refused for
+that is recorded one by one, so only the job whose result it was fails.
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ import queue
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Optional, Union
+from typing import Any
 
 import psycopg
 
@@ -33,10 +38,43 @@ from pgqw.worker.slots import Running, Slots
 MARK_BATCH_MAX = 500            # most successes one mark_jobs_succeeded records (WORKER_BATCH_MARK)
 NOT_HELD = ("QL409", "QN404")   # the result is not this attempt's to give: ignored, nothing changed
 EARLIER_TRY = "recorded by an earlier try whose reply was lost"
+UNSTORABLE = "the result could not be stored"
+
+
+def unstorable(exc: BaseException) -> str | None:
+    """What was wrong with a result the database refused to store, as the attempt's error, or None when
+    the refusal was not the result's fault. The result's fault: a data exception (class 22: jsonb
+    refuses \u0000 and lone surrogates, 22P05/22P02; psycopg itself refuses a NUL in a text value
+    before sending it), a value over one of the server's limits (class 54), or a result mark_succeeded
+    refuses (QV400: the job id and lease token the worker sends are never null). A string Python
+    cannot encode as UTF-8 is one too."""
+    if isinstance(exc, UnicodeEncodeError):
+        return f"{UNSTORABLE}: {exc}"
+    if not isinstance(exc, psycopg.Error):
+        return None
+    state = exc.sqlstate or ""
+    if not (isinstance(exc, psycopg.DataError) or state.startswith("54") or state == "QV400"):
+        return None
+    what = exc.diag.message_primary or first_line(exc)
+    if exc.diag.message_detail:
+        what = f"{what}: {exc.diag.message_detail.rstrip('.')}"
+    return f"{UNSTORABLE}: {what}" + (f" ({state})" if state else "")
+
+
+def storable(text: str) -> str:
+    """text as a text column takes it: a NUL or a lone surrogate (which PostgreSQL cannot store, and
+    psycopg would refuse to send) written as its escape, the rest as it is."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 # A handler's result as stored: (content type, JSON value, bytes), or None (pgqw.tasks.result_row).
-Result = Optional[tuple[str, Any, Optional[bytes]]]
+Result = tuple[str, Any, bytes | None] | None
 
 
 @dataclass
@@ -69,7 +107,7 @@ class Refused:
     error: psycopg.Error
 
 
-Outcome = Union[Succeeded, Failed, Cancelled, Refused]
+Outcome = Succeeded | Failed | Cancelled | Refused
 
 
 class Recorder:
@@ -104,7 +142,13 @@ class Recorder:
         try:
             after = self.database.call(f"mark_succeeded {short(job.id)}", lambda conn: db.mark_succeeded(
                 conn, job_id=job.id, lease_token=job.lease_token, result=result))
-        except psycopg.Error as exc:
+        except (psycopg.Error, UnicodeEncodeError) as exc:
+            problem = unstorable(exc)
+            if problem is not None:
+                # Nothing was stored, and the attempt still holds the job: it fails with what was wrong.
+                self.failure(run, problem, False, elapsed)
+                return
+            assert isinstance(exc, psycopg.Error)
             # Refused because the job was cancelled after the last heartbeat (the refusal names
             # job_cancel_requests): the attempt ends cancelled instead.
             if (exc.sqlstate == "QL409" and exc.diag.table_name == "job_cancel_requests"
@@ -117,7 +161,9 @@ class Recorder:
     def successes(self, batch: list[tuple[Running, Result, float]]) -> None:
         """One mark_jobs_succeeded for many, with their JSON results, and with a claimer the claim for the
         slots they free, in one transaction. A job missing from the answer is not this attempt's:
-        mark_succeeded alone then gives the reason (and its SQLSTATE)."""
+        mark_succeeded alone then gives the reason (and its SQLSTATE). A batch refused as a whole (one
+        result the database cannot store refuses them all) is recorded one by one the same way, so only
+        the job whose result it was fails."""
         reserved = 0
         claimed: list[db.ClaimedJob] = []
 
@@ -147,10 +193,11 @@ class Recorder:
 
         try:
             answered = self.database.call(f"mark_jobs_succeeded ({len(batch)} jobs)", record)
-        except psycopg.Error as exc:
+        except (psycopg.Error, UnicodeEncodeError) as exc:
             self.slots.unreserve(reserved)
-            self.log("error", f"mark_jobs_succeeded: {exc.sqlstate} {first_line(exc)}; recording one by one",
-                     sqlstate=exc.sqlstate, error=first_line(exc))
+            state = getattr(exc, "sqlstate", None)
+            self.log("error", f"mark_jobs_succeeded: {state} {first_line(exc)}; recording one by one",
+                     sqlstate=state, error=first_line(exc))
             answered, reserved, claimed = [], 0, []
         except BaseException:
             self.slots.unreserve(reserved)
@@ -232,6 +279,7 @@ class Recorder:
 
     def failure(self, run: Running, error: str, retryable: bool, elapsed: float) -> None:
         job, s = run.job, self.settings
+        error = storable(error)  # a handler's message may hold what a text column cannot
         try:
             after = self.database.call(f"mark_failed {short(job.id)}", lambda conn: db.mark_failed(
                 conn, job_id=job.id, lease_token=job.lease_token, error=error,
