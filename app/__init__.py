@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 import psycopg
-from flask import Flask, request
+from flask import Flask, Response, request
 from psycopg_pool import ConnectionPool
 
 from pgqw import config, connect
@@ -133,7 +133,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         app.register_blueprint(importlib.import_module(f"{__name__}.metrics").bp)
 
     @app.after_request
-    def _security_headers(response):  # type: ignore[no-untyped-def]
+    def _security_headers(response: Response) -> Response:
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         return response
 

@@ -15,14 +15,12 @@ from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any
 
 from flask import Blueprint, Response, current_app, jsonify, request, url_for
-from psycopg_pool import ConnectionPool
-from werkzeug.exceptions import RequestEntityTooLarge
-
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from pgqw import db, payload_schema
 
-from . import POOL_KEY
+from . import POOL_KEY, ApiPool
 from .errors import ApiError
 from .openapi import document
 from .serialize import BadCursor, attempt_json, decode_cursor, encode_cursor, iso, job_json
@@ -60,7 +58,7 @@ WINDOWED_KEY_RE = re.compile(r"@[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-
 SCHEDULE_KEY_PREFIX = "schedule:"
 
 
-def pool() -> ConnectionPool:
+def pool() -> ApiPool:
     return current_app.extensions[POOL_KEY]
 
 
@@ -244,7 +242,7 @@ class JobRequest(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _one_time(self) -> "JobRequest":
+    def _one_time(self) -> JobRequest:
         if self.run_at is not None and self.delay_ms is not None:
             raise ValueError("give run_at or delay_ms, not both")
         return self
@@ -290,7 +288,7 @@ def _schema_problem(e: Any) -> str:
     v, value = e.validator, e.validator_value
     if v == "type":
         kinds = value if isinstance(value, list) else [value]
-        return "must be " + " or ".join(_JSON_KINDS.get(k, k) for k in kinds)
+        return "must be " + " or ".join(str(_JSON_KINDS.get(k, k)) for k in kinds)
     if v == "enum":
         return "must be one of " + ", ".join(str(x) for x in value)
     if v == "const":

@@ -70,7 +70,7 @@ class Tokens:
     read: tuple[bytes, ...]
 
     @classmethod
-    def of(cls, write: tuple[str, ...], read: tuple[str, ...]) -> "Tokens":
+    def of(cls, write: tuple[str, ...], read: tuple[str, ...]) -> Tokens:
         return cls(tuple(_digest(t) for t in write), tuple(_digest(t) for t in read))
 
     @property
@@ -163,7 +163,7 @@ class AllowedHosts:
     named: frozenset[tuple[str, int | None]]
 
     @classmethod
-    def of(cls, public_url: str | None, extra: tuple[str, ...]) -> "AllowedHosts":
+    def of(cls, public_url: str | None, extra: tuple[str, ...]) -> AllowedHosts:
         named = set()
         if public_url:
             parts = urlsplit(public_url)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from flask import Blueprint, Flask, Response, current_app
 from flask.blueprints import BlueprintSetupState
@@ -132,7 +132,7 @@ class StatsCache:
                 self.changed.notify_all()
 
 
-def _fetch_with(app: Flask) -> Callable[[], list[db.Stat]]:
+def _fetch_with(app: Any) -> Callable[[], list[db.Stat]]:  # the Flask app a blueprint is set up on
     def fetch() -> list[db.Stat]:
         with app.extensions[POOL_KEY].connection() as conn:
             return db.queue_stats(conn)
@@ -170,6 +170,6 @@ def metrics() -> Response:
     _check_token()
     stats = stats_cache(current_app).get()
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(QueueStatsCollector(stats))  # type: ignore[arg-type]
+    registry.register(QueueStatsCollector(stats))  # type: ignore[arg-type,unused-ignore]  # a Collector by duck typing
     return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST.split(";")[0],
                     headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -5,10 +5,9 @@ and nothing else is, and every response the API tests receive validates against 
 """
 from __future__ import annotations
 
-from typing import Any
-
 import copy
 import re
+from typing import Any
 
 from pgqw import db
 

@@ -49,7 +49,7 @@ def is_loopback(host: str) -> bool:
         infos = socket.getaddrinfo(host, None)
     except (socket.gaierror, UnicodeError):
         return False
-    addresses = {info[4][0].split("%")[0] for info in infos}
+    addresses = {str(info[4][0]).split("%")[0] for info in infos}
     return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
 
 
@@ -103,7 +103,7 @@ def answer_framing_errors_in_json(channels: dict) -> None:
 
 def _stop_on_sigterm() -> None:
     """SIGTERM ends the process like Ctrl+C does: finally blocks and atexit (the pool's close) run."""
-    def stop(signum, frame):  # type: ignore[no-untyped-def]
+    def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
@@ -214,7 +214,7 @@ def _supervise(children: list[int]) -> int:
     own stops the others (exit 1)."""
     stopping = False
 
-    def stop(signum, frame):  # type: ignore[no-untyped-def]
+    def stop(signum: int, frame: object) -> None:
         nonlocal stopping
         stopping = True
         for pid in children:

@@ -153,7 +153,7 @@ class Results:
         return row.median / base.median
 
     @classmethod
-    def from_json(cls, text: str) -> "Results":
+    def from_json(cls, text: str) -> Results:
         data = json.loads(text)
         found = cls(facts=data.get("facts", {}), profiles=data.get("profiles", {}), errors=data.get("errors", []))
         fields = ("key", "section", "label", "unit", "values", "baseline", "better", "note")
@@ -336,7 +336,7 @@ class CpuWindow:
     def __init__(self, server: ServerCpu | None) -> None:
         self.server = server
 
-    def start(self) -> "CpuWindow":
+    def start(self) -> CpuWindow:
         self.t0 = time.perf_counter()
         self.m0 = machine_cpu()
         self.s0 = self.server.seconds() if self.server and self.server.ok else None

@@ -40,7 +40,7 @@ class Workers:
     def ids(self) -> list[str]:
         return [f"{self.tag}-{i + 1}" for i in range(self.n)]
 
-    def __enter__(self) -> "Workers":
+    def __enter__(self) -> Workers:
         self.start()
         return self
 
@@ -89,7 +89,7 @@ class Api:
         self.url = ""
         self.log = ctx.work_dir / "api.log"
 
-    def __enter__(self) -> "Api":
+    def __enter__(self) -> Api:
         self.proc = launch.start_api(0, env=self.env, database_url=self.ctx.dsn, log=self.log, cwd=ROOT)
         try:
             self.proc.wait_ready(timeout=60)

@@ -100,7 +100,7 @@ def verdicts(r: Results) -> list[Verdict]:
                            f"{x:.2f}× ({fmt(batch.median)} vs {fmt(single.median)} jobs/s)", "≥ 3×", x >= 3,
                            f"margin {x - 3:+.2f}×" if x >= 3 else f"missed by {3 - x:.2f}×"))
     else:
-        out.append(Verdict(f"Batch claiming: ≥ 3× our own single-claim figure", "not measured", "≥ 3×", None, ""))
+        out.append(Verdict("Batch claiming: ≥ 3× our own single-claim figure", "not measured", "≥ 3×", None, ""))
     out += [
         _ratio_target(r, "enqueue_job: ≥ 70 % of a raw single insert", "fn.enqueue_job", "raw.insert.single", 0.70),
         _ratio_target(r, "enqueue_jobs: ≥ 50 % of a raw batch insert", "fn.enqueue_jobs", "raw.insert.batch", 0.50),

@@ -12,7 +12,7 @@ import json
 import multiprocessing as mp
 import time
 import uuid
-from typing import Callable
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 import psycopg
@@ -340,7 +340,7 @@ def section_latency(ctx: Context) -> None:
             raw.reset(conn)
             out = fork.Queue()
 
-            def listener() -> None:
+            def listener(out: Any = out) -> None:
                 work = _raw_listen_client(ctx.dsn, n, s.latency_seconds + 30)
                 out.put(work()[1])
 
@@ -364,7 +364,7 @@ def section_latency(ctx: Context) -> None:
                 with Workers(ctx, procs, tag=f"bench-lat-{mode}-p{procs}-r{rep + 1}", batch_claim=True,
                              listen=listen) as workers:
                     tag = uuid.uuid4().hex[:6]
-                    _steady_enqueue(n, s.latency_rate, lambda i: db.enqueue_job(
+                    _steady_enqueue(n, s.latency_rate, lambda i, tag=tag: db.enqueue_job(
                         conn, type=queue.NOOP, payload={}, idempotency_key=f"{tag}-{i}"))
                     deadline = time.monotonic() + 30 + 3 * s.poll_interval_ms / 1000
                     while time.monotonic() < deadline:

@@ -39,7 +39,11 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "Schedule": ("pgqw.tasks", "Schedule"), "Task": ("pgqw.tasks", "Task"), "task": ("pgqw.tasks", "task"),
 }
 
-__all__ = ["__version__", *_PUBLIC]
+__all__ = [
+    "Context", "File", "JobNotFinished", "JobNotFound", "JobTimeout", "PermanentError", "Queue", "Retry",
+    "Schedule", "Task", "__version__", "client", "hooks", "task",
+]
+assert set(__all__) == {"__version__", *_PUBLIC}
 
 
 def __getattr__(name: str) -> Any:

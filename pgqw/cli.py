@@ -15,8 +15,8 @@ from typing import Callable, NoReturn, Sequence
 import psycopg
 
 from . import config
-from .config import ConfigError
 from .argtypes import duration, port, whole
+from .config import ConfigError
 from .errors import NO_QUEUE, MissingExtra, UsageError, no_queue_message, require_extra, require_task_extras
 from .migrate import MigrationError
 

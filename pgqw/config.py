@@ -10,12 +10,17 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import overload
 
 
 class ConfigError(ValueError):
     """A setting has a value that cannot be used."""
 
 
+@overload
+def _int(name: str, default: int, *, minimum: int | None = None) -> int: ...
+@overload
+def _int(name: str, default: None, *, minimum: int | None = None) -> int | None: ...
 def _int(name: str, default: int | None, *, minimum: int | None = None) -> int | None:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":

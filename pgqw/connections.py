@@ -27,7 +27,7 @@ import json
 import re
 import sys
 import uuid
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import psycopg
 from psycopg.rows import dict_row

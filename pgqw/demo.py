@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,7 +22,10 @@ from . import config
 from .listing import ADDRESS_MAX, BEDROOMS_MAX, CURRENCIES, MAX_PRICE_MINOR, TITLE_MAX
 from .tasks import Context, File, TransientError, task
 
-Currency = Literal[tuple(sorted(CURRENCIES))]  # type: ignore[valid-type]
+if TYPE_CHECKING:
+    Currency = str  # the codes of pgqw.listing.CURRENCIES, checked by the model at run time
+else:
+    Currency = Literal[tuple(sorted(CURRENCIES))]
 
 
 class Listing(BaseModel):

@@ -27,7 +27,7 @@ import urllib.error
 import urllib.request
 from collections import deque
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -85,7 +85,7 @@ def port_in_use(host: str, port: int) -> bool:
     return False
 
 
-def wait_for(condition: Callable[[], T], *, timeout: float, interval: float = 0.05,
+def wait_for(condition: Callable[[], T | None], *, timeout: float, interval: float = 0.05,
              what: str | Callable[[], str] = "condition") -> T:
     """Polls condition() until it returns something truthy, and returns that; raises TimeoutError
     naming `what` (a text, or a function making one at the time) after timeout seconds."""
@@ -202,7 +202,7 @@ class Child:
         """The first match of pattern in its output; LaunchError if it exits without printing one."""
         regex = re.compile(pattern, re.M)
 
-        def found() -> re.Match[str] | None:
+        def found() -> re.Match[str] | None:  # None: not yet (wait_for polls until it is not)
             ended = self._ended_output()      # before reading: a last line printed at exit is seen
             match = regex.search(self.output())
             if match is None and ended:
@@ -226,7 +226,7 @@ class Child:
             return answers(f"{self.url}/")
         return True
 
-    def wait_ready(self, timeout: float = 30.0) -> "Child":
+    def wait_ready(self, timeout: float = 30.0) -> Child:
         wait_for(self.ready, timeout=timeout, what=lambda: f"{self.name} to be ready:\n{self.tail()}")
         return self
 
@@ -276,14 +276,16 @@ def start(args: Sequence[str], *, name: str | None = None, kind: str = "pgqw",
     """Starts `pgqw ARGS`. env: settings for it (see child_env); log: a file for its output (made or
     truncated), else a pipe whose lines go to on_line as they come; prefix: a command to run it under."""
     full_env = child_env(env, database_url=database_url, inherit_settings=inherit_settings)
-    common = dict(env=full_env, cwd=cwd, stdin=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+    process: subprocess.Popen[Any]
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "wb") as out:
-            process = subprocess.Popen(command(args, prefix), stdout=out, **common)
+            process = subprocess.Popen(command(args, prefix), stdout=out, env=full_env, cwd=cwd,
+                                       stdin=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
     else:
         process = subprocess.Popen(command(args, prefix), stdout=subprocess.PIPE, text=True, errors="replace",
-                                   **common)
+                                   env=full_env, cwd=cwd, stdin=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
     return Child(name or (args[0] if args else "pgqw"), kind, process, log, url, on_line)
 
 

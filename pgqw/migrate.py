@@ -29,8 +29,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
-from importlib.resources import files
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 from typing import Callable
 

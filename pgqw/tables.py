@@ -32,7 +32,8 @@ def _cell(value: Any) -> str:
 
 def format_table(rows: Iterable[Any], columns: Sequence[str] | None = None) -> str:
     """Dataclass instances or dicts → an aligned text table with a header (plain text, no colour)."""
-    items = [dataclasses.asdict(r) if dataclasses.is_dataclass(r) else dict(r) for r in rows]
+    items = [dataclasses.asdict(r) if dataclasses.is_dataclass(r) and not isinstance(r, type) else dict(r)
+             for r in rows]
     if columns is None:
         columns = list(items[0].keys()) if items else []
     table = Table(*columns, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="")

@@ -110,7 +110,7 @@ class File:
 class Context:
     """What a handler gets besides its payload."""
 
-    job: "db.Job"
+    job: db.Job
     worker_id: str
     log: logging.LoggerAdapter
     # The worker sets this when the job is to stop early (its lease is gone, shutdown has begun, or the
@@ -351,7 +351,7 @@ class Registry:
             if not callable(fn):
                 raise TaskDefinitionError(f"task {task_name!r}: the handler {fn!r} is not callable")
             doc = description if description is not None else (inspect.getdoc(fn) or "").split("\n\n")[0] or None
-            t = Task(task_name, fn, model if model is not None else _payload_model(fn, task_name), queue=queue,
+            t: Task[Any] = Task(task_name, fn, model if model is not None else _payload_model(fn, task_name), queue=queue,
                      priority=priority, max_attempts=max_attempts, retry=retry or Retry(), lease_ms=lease_ms,
                      description=doc, schedules=_schedules(schedule, schedules))
             return self.add(t)
@@ -427,10 +427,10 @@ def load(modules: Sequence[str], into: Registry | None = None) -> Registry:
 class Registered:
     """What register() wrote: the task types, and the code's schedules as the database now holds them."""
     task_types: list[str]
-    schedules: list["db.Schedule"]
+    schedules: list[db.Schedule]
 
 
-def register(conn: "psycopg.Connection", tasks: Iterable[Task[Any]]) -> Registered:
+def register(conn: psycopg.Connection, tasks: Iterable[Task[Any]]) -> Registered:
     """Writes what a worker's start writes for these tasks, in the caller's transaction: each type's payload
     schema and code defaults (register_task_types; a DBA's overrides stay), then their code schedules
     (register_schedules; a DBA's schedules and pauses stay). `pgqw migrate --tasks` and `pgqw tasks
@@ -444,7 +444,7 @@ def register(conn: "psycopg.Connection", tasks: Iterable[Task[Any]]) -> Register
     return Registered(task_types=names, schedules=schedules)
 
 
-def register_modules(conn: "psycopg.Connection", modules: Sequence[str]) -> Registered:
+def register_modules(conn: psycopg.Connection, modules: Sequence[str]) -> Registered:
     """load() the modules, then register() what they define: what `pgqw migrate [--tasks]` and `pgqw tasks
     register` write. Raises TaskDefinitionError naming a module that cannot be loaded."""
     return register(conn, load(modules))

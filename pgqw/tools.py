@@ -18,9 +18,9 @@ from decimal import Decimal, InvalidOperation
 import psycopg
 
 from . import config, db
+from .embedded import database_url
 from .errors import UsageError
 from .listing import EXAMPLE_LISTING
-from .embedded import database_url
 from .tables import format_table
 
 
@@ -183,9 +183,9 @@ def cmd_report(args: argparse.Namespace) -> int:
                                       "duration_s", "outcome", "error"]))
             return 0
         if args.report == "concurrency":
-            rows = db.report_concurrency(conn, prefix=args.prefix)
+            peaks = db.report_concurrency(conn, prefix=args.prefix)
             runs = db.report_double_runs(conn, prefix=args.prefix)
-            print(format_table(rows, ["worker_id", "peak_at_once", "attempts_run"]))
+            print(format_table(peaks, ["worker_id", "peak_at_once", "attempts_run"]))
             print()
             print(f"jobs looked at:                                {runs.jobs_seen}")
             print(f"attempts looked at:                            {runs.attempts_seen}")

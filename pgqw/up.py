@@ -24,7 +24,8 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from . import config, db, launch
-from .embedded import NEEDS_EXTRA as EMBEDDED_EXTRA, start as start_embedded
+from .embedded import NEEDS_EXTRA as EMBEDDED_EXTRA
+from .embedded import start as start_embedded
 from .errors import UsageError, require_extra, require_task_extras
 from .migrate import migrate
 from .tasks import TaskDefinitionError, register_modules

@@ -104,7 +104,7 @@ class PgBouncer:
             for path in (self.base, *self.base.iterdir()):
                 shutil.chown(path, user=self.user)
 
-    def start(self, wait_s: float = 20.0) -> "PgBouncer":
+    def start(self, wait_s: float = 20.0) -> PgBouncer:
         exe = binary()
         if exe is None:
             raise PgBouncerError(why_unavailable() or "pgbouncer not found")

@@ -15,8 +15,16 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from pgqw.migrate import (SQL_DIR, MigrationError, function_files, grants_file, migrate, migration_files,
-                          roles_file, settings_file)
+from pgqw.migrate import (
+    SQL_DIR,
+    MigrationError,
+    function_files,
+    grants_file,
+    migrate,
+    migration_files,
+    roles_file,
+    settings_file,
+)
 from tests.helpers import SCHEMA, rows
 
 

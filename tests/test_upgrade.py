@@ -4,8 +4,6 @@ same, every job in the state it was in, the ledger carried over, nothing of the 
 the move is refused, changing nothing, while a worker holds a lease."""
 from __future__ import annotations
 
-from datetime import timedelta
-
 import importlib.util
 import io
 import shutil
@@ -13,6 +11,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any

@@ -10,6 +10,7 @@ commit then both ends those attempts and starts the next ones.
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -35,7 +36,7 @@ class ClaimRequest:
                              lease_ms=self.lease_ms, task_types=self.task_types)
 
     def succeed_and_claim_many(
-        self, conn: psycopg.Connection, done: Sequence[tuple[object, object]], results: Sequence[object],
+        self, conn: psycopg.Connection, done: Sequence[tuple[uuid.UUID | str, uuid.UUID | str]], results: Sequence[object],
         limit: int, free: int,
     ) -> tuple[list[db.Recorded], list[db.ClaimedJob]]:
         """Records these successes and claims up to least(limit, free + successes recorded) jobs, in one

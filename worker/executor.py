@@ -132,6 +132,8 @@ class Executor:
     def _ended(self, run: Running, task: Task[Any], entered: hooks.Entered | None, started: float,
                ended: Succeeded | Exception) -> Outcome:
         """The attempt's outcome (a failure for an exception); the hooks entered are told of it."""
+        error: Exception | None
+        outcome: Outcome
         if isinstance(ended, Exception):
             error, outcome = ended, Failed(describe(ended), retryable=not task.is_permanent(ended))
         else:
@@ -155,7 +157,7 @@ class Executor:
             outcome = Cancelled(note=outcome.error if isinstance(outcome, Failed) else None)
         self.recorder.record(run, outcome, self.clock() - run.started)
 
-    def loop(self, tasks: "queue.Queue[Running | None]") -> None:
+    def loop(self, tasks: queue.Queue[Running | None]) -> None:
         """One executor thread: jobs from tasks until None, or until the process exits."""
         while (run := tasks.get()) is not None:
             try:

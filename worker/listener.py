@@ -40,7 +40,7 @@ def parse_due(payload: str) -> tuple[int, bool, str] | None:
 
 class Listener:
     def __init__(
-        self, connect: Callable[[], psycopg.Connection], queues: Sequence[str] | None, wake: threading.Event,
+        self, connect: Callable[[], psycopg.Connection], queues: Sequence[str] | None, wake: Wakeup | threading.Event,
         log: Log, exiting: threading.Event, *, conn: psycopg.Connection | None = None,
         on_db_error: Callable[[str, BaseException, float], None] = lambda op, exc, delay: None,
     ) -> None:

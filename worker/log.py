@@ -26,7 +26,6 @@ from psycopg.conninfo import conninfo_to_dict
 
 from pgqw.config import LOG_FORMATS
 
-
 _second: tuple[int, str] = (-1, "")  # the last whole second formatted, and its HH:MM:SS
 
 
@@ -192,7 +191,7 @@ class Log:
 TASK_FIELDS = ("job_id", "type", "queue", "attempt", "max_attempts", "worker")
 
 
-class TaskLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
+class TaskLogger(logging.LoggerAdapter):  # type: ignore[type-arg,unused-ignore]  # generic in typeshed only
     """ctx.log: the task type's logger, with the job's fields added to every record (`extra`). A
     handler's own `extra=` is kept beside them (the job's fields win a clash)."""
 

@@ -25,7 +25,6 @@ from pgqw.worker.log import Log
 from pgqw.worker.pruner import Pruner
 from pgqw.worker.sweeper import Sweeper
 
-
 ASK_LIMIT = 100  # due times asked of next_run_at at once; a full answer means there may be more after it
 MISSING = ("42883", "42501")  # next_run_at does not exist (not migrated yet), or may not be executed
 

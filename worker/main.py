@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-
 from pgqw import config
 from pgqw.config import ConfigError, Settings
 from pgqw.errors import NO_QUEUE, no_queue_message
@@ -35,7 +34,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         if not modules:
             raise ConfigError("--tasks must name at least one module")
         overrides["task_modules"] = modules
-    settings = dataclasses.replace(settings, **overrides)
+    settings = dataclasses.replace(settings, **overrides)  # type: ignore[arg-type]  # each value checked above
     if not settings.worker_id or len(settings.worker_id) > 200:
         raise ConfigError("the worker id (--id or WORKER_ID) must be 1 to 200 characters")
     return settings

@@ -16,24 +16,24 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from typing import Callable, Mapping, TextIO
+from typing import Callable, TextIO
 
 from pgqw import hooks
 from pgqw.config import Settings
-from pgqw.worker.claimer import ClaimRequest, Claimer
+from pgqw.tasks import Registry, load
+from pgqw.worker.claimer import Claimer, ClaimRequest
 from pgqw.worker.database import Database, route_pool_log
 from pgqw.worker.executor import Executor
-from pgqw.tasks import Registry, load
 from pgqw.worker.heartbeat import Heartbeat
 from pgqw.worker.listener import Listener
 from pgqw.worker.log import JOB_EVENTS, Log, describe_database, route_task_log
 from pgqw.worker.loop import MainLoop, Wakeup
 from pgqw.worker.presence import Presence
+from pgqw.worker.pruner import Pruner
 from pgqw.worker.recorder import Recorder
+from pgqw.worker.scheduler import Scheduler
 from pgqw.worker.shutdown import Shutdown, Signals
 from pgqw.worker.slots import Running, Slots
-from pgqw.worker.pruner import Pruner
-from pgqw.worker.scheduler import Scheduler
 from pgqw.worker.sweeper import Sweeper
 
 

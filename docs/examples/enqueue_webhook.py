@@ -10,9 +10,9 @@ import os
 import sys
 
 import psycopg
+from webhook_tasks import Webhook, call_webhook
 
 from pgqw import client
-from webhook_tasks import Webhook, call_webhook
 
 
 def main(url: str) -> None:

@@ -72,7 +72,7 @@ class NetNs:
     worker_addr: str  # 10.231.x.2
 
     @classmethod
-    def create(cls) -> "NetNs":
+    def create(cls) -> NetNs:
         tag = uuid.uuid4().hex[:6]
         x = _free_subnet()
         net = cls(worker_ns=f"pgqw-{tag}-w", switch_ns=f"pgqw-{tag}-s", host_if=f"pgqw{tag}h",

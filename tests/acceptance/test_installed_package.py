@@ -346,3 +346,21 @@ def test_base_install_command_needing_an_extra_says_which(base_installed: Path, 
     done = subprocess.run([str(base_installed / "pgqw"), *argv], cwd=home, env=env, capture_output=True, text=True,
                           timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (2, "", line + "\n")
+
+
+def test_base_install_types_reach_a_users_code(base_installed: Path, tmp_path: Path) -> None:
+    """mypy, on a user's module and against the installed wheel alone (py.typed): the public API checks
+    clean, and enqueue options of the wrong type are refused."""
+    typing = Path(__file__).resolve().parents[1] / "typing"
+    mypy = Path(sys.executable).with_name("mypy")
+
+    def check(module: str) -> subprocess.CompletedProcess[str]:
+        shutil.copy(typing / module, tmp_path / module)
+        return subprocess.run([str(mypy), "--python-executable", str(base_installed / "python"),
+                               "--config-file", "", "--cache-dir", str(tmp_path / "cache"), "--strict-optional",
+                               module], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+
+    clean = check("shop.py")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    wrong = check("wrong_options.py")
+    assert wrong.returncode == 1 and wrong.stdout.count(": error:") == 3, wrong.stdout + wrong.stderr

@@ -32,11 +32,11 @@ import psycopg
 import pytest
 
 from pgqw import db
-from tests.lab import queries
-from tests.lab.cluster import OwnedCluster
 from pgqw.listing import EXAMPLE_LISTING
 from pgqw.migrate import migrate
 from tests.acceptance.netns import CUTS, NetNs, NetNsError, why_unavailable
+from tests.lab import queries
+from tests.lab.cluster import OwnedCluster
 from tests.worker.conftest import WorkerProcess, wait_for
 
 LEASE_MS = 2500                   # both workers' STUCK_JOB_TIMEOUT_MS

@@ -15,11 +15,9 @@ import psycopg
 import pytest
 
 from pgqw import db, launch
-from pgqw.launch import wait_for
+from tests.helpers import enqueue
 from tests.lab import ROOT
 from tests.lab.soak import check_database
-from tests.lab.stack import Stack
-from tests.helpers import enqueue
 
 PDF = b"%PDF-1.4 made by hand for a soak check test"
 

@@ -30,11 +30,11 @@ from typing import Any, Iterator
 
 import psycopg
 import pytest
-from pgqw.worker.database import connect_kwargs as worker_connect_kwargs
 
 from pgqw import db, launch, tasks
 from pgqw.config import Settings
 from pgqw.migrate import migrate
+from pgqw.worker.database import connect_kwargs as worker_connect_kwargs
 from tests.lab import new_database
 from tests.lab.cluster import OwnedCluster
 

@@ -17,11 +17,11 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from pgqw.app import auth, close_pool, create_app
-from tests.lab import ROOT
 from tests.api.conftest import CheckedClient
 from tests.api.live import Process
 from tests.api.openapi_check import OPENAPI
 from tests.helpers import LISTING, enqueue
+from tests.lab import ROOT
 
 WRITE = "write-token-0123456789abcdef"
 WRITE_2 = "second-write-token-fedcba9876543210"

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from pgqw.app import close_pool, create_app
 
+from pgqw.app import close_pool, create_app
 from tests.api.conftest import CheckedClient
 from tests.helpers import LISTING
 

@@ -17,10 +17,10 @@ from typing import Any
 import psycopg
 import pytest
 from flask.testing import FlaskClient
-from pgqw.app import api
 from psycopg.types.json import Jsonb
 
 from pgqw import db
+from pgqw.app import api
 from tests.api.live import serve_api
 from tests.helpers import LISTING, rows
 

@@ -7,8 +7,8 @@ import psycopg
 import pytest
 from flask.testing import FlaskClient
 
-from pgqw.app.serialize import encode_cursor
 from pgqw import db
+from pgqw.app.serialize import encode_cursor
 from tests.api import states
 from tests.helpers import LISTING
 

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def new_database(admin: "psycopg.Connection", name: str) -> None:
+def new_database(admin: psycopg.Connection, name: str) -> None:
     """A new empty database for the lab whose own default search_path starts with the queue's schema, so
     the lab's SQL (its checks and stand-ins) names the queue's tables plainly, as a DBA who sets
     search_path does. The package never relies on it: it names every object with the schema."""

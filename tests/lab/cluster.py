@@ -107,7 +107,7 @@ class OwnedCluster:
         with open(self.data / "pg_hba.conf", "a") as f:
             f.write("host all all 0.0.0.0/0 trust\nhost all all ::/0 trust\n")
 
-    def start(self, *, wait_s: float = 60) -> "OwnedCluster":
+    def start(self, *, wait_s: float = 60) -> OwnedCluster:
         self.init()
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.logfile), "-w", "-t", str(int(wait_s)),
                   "start", timeout=wait_s + 10)
@@ -166,7 +166,7 @@ class OwnedCluster:
             pass
         shutil.rmtree(self.base, ignore_errors=True)
 
-    def __enter__(self) -> "OwnedCluster":
+    def __enter__(self) -> OwnedCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -17,12 +17,13 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 import psycopg
+
 from pgqw import db
-from tests.lab import queries
 from pgqw.launch import wait_for
-from tests.lab.stack import Stack
 from pgqw.tables import format_table
 from pgqw.tools import EXAMPLE_LISTING, burst, check_idempotency, post_job
+from tests.lab import queries
+from tests.lab.stack import Stack
 
 
 @dataclass

@@ -57,7 +57,7 @@ class Stack:
         with urllib.request.urlopen(f"{self.api_url}{path}", timeout=10) as r:
             return json.loads(r.read())
 
-    def __enter__(self) -> "Stack":
+    def __enter__(self) -> Stack:
         return self
 
     def __exit__(self, *exc: object) -> None:

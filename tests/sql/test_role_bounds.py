@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Callable, Iterator
+from typing import Iterator
 
 import psycopg
 import pytest

@@ -15,9 +15,9 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from pgqw import db
-from tests.lab import queries
 from pgqw.migrate import function_files
 from tests.helpers import LISTING, SCHEMA, database_copy, job_row, one, rows
+from tests.lab import queries
 from tests.sql import queue_state as states
 from tests.sql.queue_state import snapshot
 

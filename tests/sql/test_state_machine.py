@@ -132,7 +132,7 @@ class Instant:
     hi: datetime
 
     @classmethod
-    def exactly(cls, at: datetime) -> "Instant":
+    def exactly(cls, at: datetime) -> Instant:
         return cls(at, at)
 
     @property

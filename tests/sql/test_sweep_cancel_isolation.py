@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 import uuid
-from datetime import timedelta
 
 import psycopg
 import pytest

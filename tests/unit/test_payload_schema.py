@@ -155,15 +155,15 @@ def test_payload_schema_errors_time_limit_ends_an_exponential_schema() -> None:
     started = time.monotonic()
     with pytest.raises(PayloadCheckTimeout):
         errors(validator(schema), payload, seconds=0.2)
-    assert time.monotonic() - started < 0.5
+    # Ended by the limit, not by the work (2^60 steps would take years); the margin is for a busy machine.
+    assert time.monotonic() - started < 5
 
 
 def test_payload_schema_errors_unique_items_is_linear() -> None:
     checked = validator({"type": "array", "uniqueItems": True})
     items = [{"n": n} for n in range(20_000)]
-    started = time.monotonic()
-    assert errors(checked, items, seconds=10) == []
-    assert time.monotonic() - started < 0.5
+    # Pairwise, 20,000 items are 200 million comparisons (minutes): within the limit only if linear (ms).
+    assert errors(checked, items, seconds=5) == []
     assert [e.message for e in errors(checked, [*items, {"n": 7.0}], seconds=10)] == ["has duplicate items"]
     assert errors(checked, [1, True, "1", [1], {"a": 1}], seconds=10) == []  # JSON equality: true is not 1
 

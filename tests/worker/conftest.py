@@ -77,7 +77,7 @@ class WorkerProcess:
 
         return wait_for(f"{count} {event!r} line(s) from {self.worker_id}", seen, timeout)
 
-    def started(self, timeout: float = 15.0) -> "WorkerProcess":
+    def started(self, timeout: float = 15.0) -> WorkerProcess:
         try:
             self.child.wait_ready(timeout=timeout)
         except (launch.LaunchError, TimeoutError) as exc:

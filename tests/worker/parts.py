@@ -82,13 +82,13 @@ class _SentCursor:
         self._cur = cur
         self._sent = sent
 
-    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> "_SentCursor":
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> _SentCursor:
         called = re.search(r"\bfrom\s+(?:\w+\.)?(\w+)\s*\(", str(query))  # schema-qualified
         self._sent.append((called.group(1) if called else str(query), dict(params or {})))
         self._cur.execute(query, params, **kwargs)
         return self
 
-    def __enter__(self) -> "_SentCursor":
+    def __enter__(self) -> _SentCursor:
         return self
 
     def __exit__(self, *exc: Any) -> None:

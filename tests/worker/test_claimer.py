@@ -4,7 +4,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from pgqw.worker.claimer import ClaimRequest, Claimer
+from pgqw.worker.claimer import Claimer, ClaimRequest
 from pgqw.worker.slots import Running, Slots
 from tests.helpers import enqueue, job_row
 from tests.worker.parts import Direct, log

@@ -5,7 +5,7 @@ import psycopg
 import pytest
 
 from pgqw import db
-from pgqw.worker.claimer import ClaimRequest, Claimer
+from pgqw.worker.claimer import Claimer, ClaimRequest
 from pgqw.worker.recorder import EARLIER_TRY, Failed, Recorder, Refused, Succeeded
 from pgqw.worker.slots import Running, Slots
 from tests.helpers import enqueue, job_row, one, rows

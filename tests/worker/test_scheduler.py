@@ -11,8 +11,8 @@ import pytest
 from pydantic import BaseModel
 
 from pgqw import db
-from pgqw.tasks import Context, Registry, Schedule, TaskDefinitionError
 from pgqw.cron import due_slots, next_slot, next_slot_of
+from pgqw.tasks import Context, Registry, Schedule, TaskDefinitionError
 from pgqw.worker.scheduler import REREAD_S, Scheduler
 from tests.helpers import rows
 from tests.worker.conftest import wait_for

@@ -47,7 +47,8 @@ def test_worker_sigkill_mid_job_is_recovered_by_another_workers_sweep(conn, star
 def test_worker_sigterm_drains_running_jobs_and_claims_no_more(conn, start_worker, until_all) -> None:
     worker = start_worker("drain", concurrency=3, env={
         "SIM_MIN_LATENCY_MS": "700", "SIM_MAX_LATENCY_MS": "700", "SHUTDOWN_GRACE_MS": "10000"})
-    ids = [enqueue(conn).id for _ in range(5)]
+    for _ in range(5):
+        enqueue(conn)
     worker.wait_log("start", 3)
     began = time.monotonic()
     worker.signal(signal.SIGTERM)

@@ -14,8 +14,8 @@ import psycopg
 from pypdf import PdfReader
 
 from pgqw import db
+from tests.helpers import LISTING, SCHEMA, enqueue, job_row, rows
 from tests.lab import ROOT
-from tests.helpers import SCHEMA, LISTING, enqueue, job_row, rows
 from tests.worker.conftest import SETTINGS_ENV, wait_for
 
 RUNNING = re.compile(r"\(running (\d+)/(\d+), peak (\d+)\)")
