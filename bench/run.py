@@ -318,7 +318,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from pgqw.cli import Parser
 
-    p = Parser(prog="pgqw bench", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="./run bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="smaller sizes (~2 min); writes nothing under docs/")
     p.add_argument("--profile", choices=sorted(PROFILES), help="sizes by name (full, quick, tiny)")
     p.add_argument("--only", help=f"comma-separated sections of: {', '.join(SECTIONS)} (raw is always run)")
@@ -347,4 +347,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from pgqw.cli import run_repository_command
+
+    sys.exit(run_repository_command("./run bench", main))

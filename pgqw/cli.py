@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
 import psycopg
@@ -109,31 +108,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return cmd_worker(args)
 
 
-LAB = {
-    "evidence": ("tests.lab.evidence", "run the break-it scenarios and write docs/evidence/"),
-    "soak": ("tests.lab.soak", "chaos soak: kill workers, connections and the server, then check"),
-    "bench": ("bench.run", "run the benchmark suite and write docs/benchmarks.md"),
-}
-
-
-def _checkout() -> Path | None:
-    """The repository checkout holding the current folder, if any."""
-    for folder in (Path.cwd(), *Path.cwd().parents):
-        if (folder / "tests" / "lab" / "__init__.py").is_file() and (folder / "bench" / "run.py").is_file():
-            return folder
-    return None
-
-
-def run_lab(name: str, argv: Sequence[str]) -> int:
-    import importlib
-
-    root = _checkout()
-    if root is None:
-        raise UsageError(f"the {name} command runs from a checkout of the pg-queue-worker repository "
-                         "(the lab is not installed with the package): cd into one")
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    return int(importlib.import_module(LAB[name][0]).main(list(argv)) or 0)
+def run_repository_command(prog: str, main: Callable[[list[str]], int | None],
+                           argv: Sequence[str] | None = None) -> int:
+    """One of the repository's own commands (./run soak, ./run bench, ./run evidence: the lab in tests/lab
+    and bench/, which are not installed with the package), run as `python -m MODULE` from a checkout:
+    main(argv) with pgqw's handling of failures, one line on stderr headed `prog` and a non-zero exit."""
+    args = argparse.Namespace(command=prog, func=lambda _a: main(list(sys.argv[1:] if argv is None else argv)))
+    return _dispatch(args, prog)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -309,10 +290,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="set up a queue that has no job, setting, worker, task type or schedule yet (else refused)")
     p.set_defaults(func=_lazy("pgqw.tools", "cmd_rate"))
 
-    # The lab (break-it scenarios, chaos soak, benchmark) is not installed: these commands load it
-    # from the repository checkout they are run in, and take their own arguments (pgqw soak --help).
-    for name, (_module, text) in LAB.items():
-        sub.add_parser(name, help=f"{text} (from a checkout)", add_help=False)
     return parser
 
 
@@ -333,32 +310,34 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    if argv and argv[0] in LAB:
-        args = argparse.Namespace(command=argv[0], func=lambda _a: run_lab(argv[0], argv[1:]))
-    else:
-        try:
-            args = parser.parse_args(argv)
-        except SystemExit as exc:  # --help, or a usage error already printed
-            return exc.code if isinstance(exc.code, int) else 0
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error already printed
+        return exc.code if isinstance(exc.code, int) else 0
+    return _dispatch(args, f"pgqw {args.command}")
+
+
+def _dispatch(args: argparse.Namespace, prog: str) -> int:
+    """args.func(args), its failures one line on stderr headed `prog` (pgqw worker: ...)."""
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
     except MissingExtra as exc:
-        print(f"pgqw: {exc.line(f'pgqw {args.command}')}", file=sys.stderr)
+        print(f"pgqw: {exc.line(prog)}", file=sys.stderr)
         return 2
     except (ConfigError, MigrationError, UsageError) as exc:
-        print(f"pgqw {args.command}: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, (ConfigError, UsageError)) else 1
     except psycopg.OperationalError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"pgqw {args.command}: cannot reach the database: {first}", file=sys.stderr)
+        print(f"{prog}: cannot reach the database: {first}", file=sys.stderr)
         return 1
     except NO_QUEUE as exc:
-        print(f"pgqw {args.command}: {no_queue_message(exc)}", file=sys.stderr)
+        print(f"{prog}: {no_queue_message(exc)}", file=sys.stderr)
         return 1
     except psycopg.Error as exc:
-        print(f"pgqw {args.command}: database error {exc.sqlstate}: {exc.diag.message_primary or exc}",
+        print(f"{prog}: database error {exc.sqlstate}: {exc.diag.message_primary or exc}",
               file=sys.stderr)
         return 1
 

@@ -45,8 +45,6 @@ def test_cli_every_subcommand_has_help(command: str) -> None:
         (["report", "timeline", "not-a-uuid"], {}, "not a job id"),
         (["worker"], {"WORKER_CONCURRENCY": "many"}, "WORKER_CONCURRENCY must be a whole number"),
         (["worker"], {"SIM_FAILURE_RATE": "2"}, "SIM_FAILURE_RATE must be between"),
-        (["evidence", "no-such-scenario"], {}, "no scenario no-such-scenario"),
-        (["soak", "--jobs", "0"], {}, "must be"),
         (["api", "--host", "0.0.0.0"], {"API_TOKENS": ""}, "refusing to listen on 0.0.0.0 without authentication"),
         (["api"], {"API_TOKENS": "short"}, "API_TOKENS: token 1 is shorter than 16 characters"),
         (["api", "--host", "no-such-host.invalid"], {"API_TOKENS": "t" * 20}, "cannot listen on no-such-host.invalid"),
@@ -58,6 +56,53 @@ def test_cli_bad_input_is_one_line_and_nonzero(args: list[str], env: dict[str, s
                                                db_url: str) -> None:
     done = _pgqw(*args, env={"DATABASE_URL": db_url, **env})
     assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    assert message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+LAB = {"soak": "tests.lab.soak", "bench": "bench.run", "evidence": "tests.lab.evidence"}
+
+
+def test_cli_lab_commands_are_not_installed() -> None:
+    """The lab (tests/lab, bench/) is not in the package: its commands are the repository's (./run soak,
+    ./run bench, ./run evidence), not the installed pgqw's."""
+    done = _pgqw("--help")
+    assert done.returncode == 0, done.stderr
+    assert not set(LAB) & set(SUBCOMMANDS)
+    assert not [w for w in LAB if re.search(rf"\b{w}\b", done.stdout)], done.stdout
+    for name in LAB:
+        done = _pgqw(name, "--help")
+        assert done.returncode == 2
+        assert f"invalid choice: '{name}'" in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.parametrize("name", sorted(LAB))
+def test_cli_lab_commands_run_from_the_checkout(name: str) -> None:
+    """./run NAME runs the module with the venv's python; its --help is its own."""
+    run_script = (ROOT / "run").read_text()
+    assert f'{name})\n' in run_script
+    assert f'exec "$VENV/bin/python" -m {LAB[name]} "$@"' in run_script
+    done = subprocess.run([sys.executable, "-m", LAB[name], "--help"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"usage: ./run {name}"), done.stdout
+
+
+@pytest.mark.parametrize(
+    "name, args, message",
+    [
+        ("evidence", ["no-such-scenario"], "./run evidence: no scenario no-such-scenario"),
+        ("soak", ["--jobs", "0"], "./run soak: error: argument --jobs: must be"),
+        ("soak", ["--check-only"], "./run soak: --check-only needs the database to check"),
+    ],
+)
+def test_cli_lab_bad_input_is_one_line_and_nonzero(name: str, args: list[str], message: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    done = subprocess.run([sys.executable, "-m", LAB[name], *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=60)
+    assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert message in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr

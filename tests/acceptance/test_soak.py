@@ -1,4 +1,4 @@
-"""`pgqw soak`: the chaos soak run end to end at CI size (a server of its own, real worker processes,
+"""`./run soak` (python -m tests.lab.soak): the chaos soak run end to end at CI size (a server of its own, real worker processes,
 SIGKILLs, terminated connections, a server restart), its checks shown able to say FAIL on a database
 broken by hand. (A flyer saved by a worker that died before its success was recorded cannot happen:
 a job's result is written only by mark_succeeded, with the success.)"""
@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -21,7 +22,7 @@ from tests.lab.soak import check_database
 
 PDF = b"%PDF-1.4 made by hand for a soak check test"
 
-SOAK = launch.command(["soak"])
+SOAK = [sys.executable, "-m", "tests.lab.soak"]  # what ./run soak runs
 
 DB_CHECKS = [
     "jobs succeeded or dead", "jobs processing", "jobs pending or failed", "flyers", "flyers of jobs not succeeded",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import subprocess
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -37,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     from pgqw.cli import Parser
 
     p = Parser(
-        prog="pgqw evidence", description="Run the break-it scenarios with real API and worker processes, "
+        prog="./run evidence", description="Run the break-it scenarios with real API and worker processes, "
         "each in a scratch database, and write one file per scenario to docs/evidence/.")
     p.add_argument("names", nargs="*", metavar="NAME",
                    help=f"scenarios to run (default: all): {', '.join(SCENARIOS)}")
@@ -85,3 +86,9 @@ def cmd_evidence(args: argparse.Namespace) -> int:
             with psycopg.connect(admin, autocommit=True) as conn:
                 conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(dbname)))
     return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    from pgqw.cli import run_repository_command
+
+    sys.exit(run_repository_command("./run evidence", main))

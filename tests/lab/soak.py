@@ -786,14 +786,16 @@ def check_only(args: argparse.Namespace, out: Out) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`pgqw soak …` from a checkout."""
+    """`./run soak …` (python -m tests.lab.soak) from a checkout."""
     from pgqw.cli import Parser
 
-    parser = Parser(prog="pgqw")
+    parser = Parser(prog="./run")
     add_parser(parser.add_subparsers(parser_class=Parser))
     args = parser.parse_args(["soak", *(sys.argv[1:] if argv is None else argv)])
     return args.func(args)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from pgqw.cli import run_repository_command
+
+    sys.exit(run_repository_command("./run soak", main))
