@@ -37,14 +37,12 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
-from pydantic import BaseModel
 
 from pgqw import db, launch
 from pgqw.launch import Child
-from pgqw.tasks import Context, Retry, task
 from tests.lab import ROOT
 
-TASKS = "tests.lab.soak_everything"
+TASKS = "tests.lab.soak_everything_tasks"
 TYPE = "soak_work"
 DBNAME = "soak_everything"
 SCHEDULE = "soak-every-minute"
@@ -61,29 +59,8 @@ WORKER_ENV = {
 
 # ----------------------------------------------------------------------------- the task the workers run
 
-class Work(BaseModel):
-    n: int
-    mode: str = "ok"     # ok | flaky (fails its first attempt) | dead (fails while attempt <= 2)
-    ms: int = 30
-
-
-class SoakFailure(Exception):
-    """The handler's planned failure."""
-
-
-@task(TYPE, max_attempts=5, lease_ms=3000, retry=Retry(base_ms=100, max_delay_ms=500, max_jitter_ms=50))
-def soak_work(payload: Work, ctx: Context) -> dict:
-    """Sleeps payload.ms, checking for a cancel; fails as payload.mode says."""
-    end = time.monotonic() + payload.ms / 1000
-    while time.monotonic() < end:
-        if ctx.cancel_requested():
-            break
-        time.sleep(0.01)
-    if payload.mode == "flaky" and ctx.attempt == 1:
-        raise SoakFailure("flaky: first attempt fails")
-    if payload.mode == "dead" and ctx.attempt <= 2:
-        raise SoakFailure("dead until retried")
-    return {"n": payload.n}
+# The task lives in tests/lab/soak_everything_tasks.py, imported only by the workers (`--tasks`): a task
+# defined here would join the test process's registry, which the test suite registers in every database.
 
 
 # ----------------------------------------------------------------------------- the run's knobs and record
