@@ -58,12 +58,23 @@ def _finish(conn: psycopg.Connection, job_id: uuid.UUID) -> None:
 
 
 def _sqlalchemy_url(db_url: str, driver: str) -> str:
+    """The test database as SQLAlchemy's URL; a Unix socket's folder (the embedded server's) as ?host=."""
     from sqlalchemy.engine import URL
 
     parts = conninfo_to_dict(db_url)
+    host = str(parts.get("host") or "")
+    socket = host.startswith("/")
     return URL.create(f"postgresql+{driver}", username=parts.get("user"), password=parts.get("password"),
-                      host=parts.get("host"), port=int(parts["port"]) if parts.get("port") else None,
-                      database=parts.get("dbname")).render_as_string(hide_password=False)
+                      host=None if socket else host or None,
+                      port=int(parts["port"]) if parts.get("port") else None, database=parts.get("dbname"),
+                      query={"host": host} if socket else {}).render_as_string(hide_password=False)
+
+
+def _asyncpg_params(db_url: str) -> dict[str, Any]:
+    parts = conninfo_to_dict(db_url)
+    return {k: v for k, v in {"host": parts.get("host"), "port": int(parts["port"]) if parts.get("port") else None,
+                              "user": parts.get("user"), "password": parts.get("password"),
+                              "database": parts.get("dbname")}.items() if v}
 
 
 def _check_sync(conn: psycopg.Connection, listener: psycopg.Connection, commit_after: Callable[[Any], None],
@@ -271,7 +282,7 @@ def test_connections_asyncpg(db_url: str, conn: psycopg.Connection, listener: ps
     import asyncpg
 
     async def main() -> None:
-        raw = await asyncpg.connect(_sqlalchemy_url(db_url, "asyncpg").replace("postgresql+asyncpg", "postgresql"))
+        raw = await asyncpg.connect(**_asyncpg_params(db_url))
         transactions: list[Any] = []
 
         async def begin() -> Any:

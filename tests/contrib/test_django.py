@@ -16,6 +16,7 @@ from psycopg.types.json import Jsonb
 
 from pgqw.launch import Child, child_env, wait_for
 from pgqw.migrate import migration_files
+from pgqw.worker.log import describe_database
 from tests.helpers import SCHEMA
 
 PROJECT = Path(__file__).parent / "djangoproject"
@@ -276,6 +277,5 @@ def test_pgqw_worker_reads_the_database_from_pgqw_database_url(shop_db: str, wor
     # DATABASES names a database that does not exist; PGQW_DATABASE_URL (settings) names the real one.
     worker = start_worker(workers, "dbname=pgqw_no_such_database host=127.0.0.1",
                           SHOP_PGQW_DATABASE_URL=shop_db)
-    queue = conninfo_to_dict(shop_db)
-    assert f"database {queue['host']}:{queue['port']}/{queue['dbname']}" in worker.output(), worker.tail()
+    assert f"database {describe_database(shop_db)}" in worker.output(), worker.tail()
     stop_cleanly(worker)
