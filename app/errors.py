@@ -3,6 +3,7 @@
 Every error leaves as ``{"error": {"code", "message", "details"?}}`` with the right status:
   ApiError                         → its own status
   psycopg errors, by exc.sqlstate  → DB_ERRORS below (the project's codes end in their HTTP status)
+  pgqw.errors.PgqwError            → as the psycopg error it was made from
   other psycopg.OperationalError   → 503 (lost or cut connection, PoolTimeout, connect timeout)
   every 503                        → code "unavailable", header Retry-After: 1
   werkzeug HTTPExceptions          → their status (404 unknown route, 405, 413, 415, …)
@@ -16,6 +17,8 @@ from typing import Any
 import psycopg
 from flask import Flask, Response, current_app, jsonify, request
 from werkzeug.exceptions import HTTPException
+
+from pgqw.errors import CODES, PgqwError
 
 
 class ApiError(Exception):
@@ -31,19 +34,10 @@ class ApiError(Exception):
         self.headers = headers or {}
 
 
-# SQLSTATE → (HTTP status, error code). The project's codes are raised by db/functions/*.sql.
+# SQLSTATE → (HTTP status, error code). The project's codes (raised by db/functions/*.sql) come from
+# their one declaration, pgqw.errors.CODES; below them, PostgreSQL's own codes the API answers for.
 DB_ERRORS: dict[str, tuple[int, str]] = {
-    "QV400": (400, "invalid_argument"),
-    "QV413": (413, "payload_too_large"),
-    "QN404": (404, "job_not_found"),
-    "QI409": (409, "idempotency_key_reused"),
-    "QI422": (422, "idempotency_key_reserved"),
-    "QS409": (409, "job_not_in_state"),
-    "QL409": (409, "lease_lost"),
-    "QC400": (400, "invalid_cron"),
-    "QR404": (404, "schedule_not_found"),
-    "QT422": (422, "unknown_task_type"),
-    "QU404": (404, "queue_not_found"),
+    **{c.sqlstate: (c.status, c.api_code) for c in CODES.values() if c.status is not None and c.api_code},
     "23505": (409, "conflict"),
     "23514": (400, "constraint_violated"),  # check_violation: a table's own rule refused the row
     "40001": (503, "unavailable"),  # serialization_failure
@@ -144,6 +138,8 @@ def handle_error(exc: Exception) -> Response | HTTPException:
         if exc.code is not None and exc.code < 400:
             return exc  # RequestRedirect (308) and friends are not errors
         return _http_error(exc)
+    if isinstance(exc, PgqwError) and isinstance(exc.__cause__, psycopg.Error):
+        return _database_error(exc.__cause__)  # pgqw.client's error for a database refusal
     if isinstance(exc, psycopg.Error):
         return _database_error(exc)
     return _unexpected(exc)

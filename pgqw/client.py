@@ -19,8 +19,14 @@ transaction. Without a connection of your own, a Queue (below) binds a pool: `qu
 
 A job of a type your code does not import can be enqueued by name: `client.enqueue(conn,
 "send_welcome", {"email": ...})` (no payload check here). A type nobody registered is refused by
-enqueue_job (psycopg error with sqlstate QT422). Every call goes through the stored functions
-(pgqw.db's statements); nothing here decides a job's state.
+enqueue_job (pgqw.errors.UnknownTaskType, sqlstate QT422). Every call goes through the stored
+functions (pgqw.db's statements); nothing here decides a job's state.
+
+A call the database refuses with one of the project's SQLSTATEs raises pgqw.errors' class for it, a
+PgqwError with `.sqlstate` and the driver's error as __cause__ (whichever driver the connection is on):
+JobNotFound (QN404), JobStateConflict (QS409: cancel of a finished job, retry of one not dead),
+UnknownQueue (QU404), UnknownTaskType (QT422), IdempotencyConflict (QI409), InvalidArgument (QV400),
+and PgqwError itself for the rest (QV413, QI422, ...). Other database errors are the driver's own.
 
 The connection's role needs EXECUTE on the functions it calls (enqueue_job(s), cancel_job, retry_dead,
 pause_queue, resume_queue: the queue's owner, pgqw_api, pgqw_admin, or a role granted one of them),
@@ -38,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypedDict, TypeVar
 import psycopg
 
 from . import connections, db
+from .errors import JobNotFound, PgqwError, from_psycopg
 from .schema import qualify as _q
 from .tasks import File, Task
 
@@ -54,14 +61,6 @@ R = TypeVar("R")
 
 class JobTimeout(TimeoutError):
     """wait() ran out of time before the job reached a final state."""
-
-
-class JobNotFound(LookupError):
-    """No job has this id."""
-
-    def __init__(self, job_id: uuid.UUID | str) -> None:
-        super().__init__(f"no job {job_id}")
-        self.job_id = job_id
 
 
 class JobNotFinished(LookupError):
@@ -135,6 +134,35 @@ def _spec(item: Enqueue) -> dict[str, Any]:
     }
 
 
+def _translated(exc: Exception, params: Mapping[str, Any]) -> PgqwError | None:
+    error = from_psycopg(exc)
+    if isinstance(error, JobNotFound):
+        error.job_id = params.get("job_id")
+    return error
+
+
+def _fetch(conn: Any, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """connections.fetch, with the project's SQLSTATEs raised as pgqw.errors' classes (the driver's
+    error is their __cause__)."""
+    try:
+        return connections.fetch(conn, sql, params)
+    except Exception as exc:
+        error = _translated(exc, params)
+        if error is None:
+            raise
+        raise error from exc
+
+
+async def _fetch_async(conn: Any, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    try:
+        return await connections.fetch_async(conn, sql, params)
+    except Exception as exc:
+        error = _translated(exc, params)
+        if error is None:
+            raise
+        raise error from exc
+
+
 def _one(rows: list[dict[str, Any]], cls: type[R]) -> R:
     assert len(rows) == 1, rows
     return cls(**rows[0])
@@ -152,14 +180,14 @@ def enqueue(conn: Any, task: Task[Any] | str, payload: Any, **options: Unpack[En
     with the same job returns that job (created=False); with a different job, QI409. unique_for:
     the key is unique only within that window (UTC, from the epoch) of run_at, so after it the same
     key makes a new job (stored key `<key>@<window start>`)."""
-    return _one(connections.fetch(conn, *_enqueue_statement(_spec(Enqueue(task, payload, **options)))),
+    return _one(_fetch(conn, *_enqueue_statement(_spec(Enqueue(task, payload, **options)))),
                 db.EnqueuedJob)
 
 
 async def enqueue_async(conn: Any, task: Task[Any] | str, payload: Any,
                         **options: Unpack[EnqueueOptions]) -> db.EnqueuedJob:
     """enqueue() on an async connection."""
-    return _one(await connections.fetch_async(conn, *_enqueue_statement(_spec(Enqueue(task, payload, **options)))),
+    return _one(await _fetch_async(conn, *_enqueue_statement(_spec(Enqueue(task, payload, **options)))),
                 db.EnqueuedJob)
 
 
@@ -169,34 +197,34 @@ def _many_statement(jobs: Sequence[Enqueue]) -> tuple[str, dict[str, Any]]:
 
 def enqueue_many(conn: Any, jobs: Sequence[Enqueue]) -> list[db.EnqueuedJob]:
     """Adds many jobs with one statement (enqueue_jobs); rows come back in input order."""
-    return [db.EnqueuedJob(**r) for r in connections.fetch(conn, *_many_statement(jobs))]
+    return [db.EnqueuedJob(**r) for r in _fetch(conn, *_many_statement(jobs))]
 
 
 async def enqueue_many_async(conn: Any, jobs: Sequence[Enqueue]) -> list[db.EnqueuedJob]:
     """enqueue_many() on an async connection."""
-    return [db.EnqueuedJob(**r) for r in await connections.fetch_async(conn, *_many_statement(jobs))]
+    return [db.EnqueuedJob(**r) for r in await _fetch_async(conn, *_many_statement(jobs))]
 
 
 def get_job(conn: Any, job_id: uuid.UUID | str) -> db.Job | None:
     """The job, or None when no job has this id."""
-    rows = connections.fetch(conn, _q(db.GET_JOB_SQL), {"job_id": job_id})
+    rows = _fetch(conn, _q(db.GET_JOB_SQL), {"job_id": job_id})
     return db.Job(**rows[0]) if rows else None
 
 
 async def get_job_async(conn: Any, job_id: uuid.UUID | str) -> db.Job | None:
     """get_job() on an async connection."""
-    rows = await connections.fetch_async(conn, _q(db.GET_JOB_SQL), {"job_id": job_id})
+    rows = await _fetch_async(conn, _q(db.GET_JOB_SQL), {"job_id": job_id})
     return db.Job(**rows[0]) if rows else None
 
 
 def attempts(conn: Any, job_id: uuid.UUID | str) -> list[db.Attempt]:
     """The job's attempts, first to last (empty for a job not started, or no such job)."""
-    return [db.Attempt(**r) for r in connections.fetch(conn, _q(db.GET_ATTEMPTS_SQL), {"job_id": job_id})]
+    return [db.Attempt(**r) for r in _fetch(conn, _q(db.GET_ATTEMPTS_SQL), {"job_id": job_id})]
 
 
 async def attempts_async(conn: Any, job_id: uuid.UUID | str) -> list[db.Attempt]:
     """attempts() on an async connection."""
-    return [db.Attempt(**r) for r in await connections.fetch_async(conn, _q(db.GET_ATTEMPTS_SQL), {"job_id": job_id})]
+    return [db.Attempt(**r) for r in await _fetch_async(conn, _q(db.GET_ATTEMPTS_SQL), {"job_id": job_id})]
 
 
 def _result(job_id: uuid.UUID | str, rows: list[dict[str, Any]]) -> Any:
@@ -213,56 +241,56 @@ def _result(job_id: uuid.UUID | str, rows: list[dict[str, Any]]) -> Any:
 def result(conn: Any, job_id: uuid.UUID | str) -> Any:
     """A succeeded job's result: its JSON value, a pgqw.File, or None when the handler returned None.
     JobNotFinished (with .status) when the job has not succeeded; JobNotFound when there is no job."""
-    return _result(job_id, connections.fetch(conn, _q(db.JOB_RESULT_SQL), {"job_id": job_id}))
+    return _result(job_id, _fetch(conn, _q(db.JOB_RESULT_SQL), {"job_id": job_id}))
 
 
 async def result_async(conn: Any, job_id: uuid.UUID | str) -> Any:
     """result() on an async connection."""
-    return _result(job_id, await connections.fetch_async(conn, _q(db.JOB_RESULT_SQL), {"job_id": job_id}))
+    return _result(job_id, await _fetch_async(conn, _q(db.JOB_RESULT_SQL), {"job_id": job_id}))
 
 
 def cancel(conn: Any, job_id: uuid.UUID | str) -> db.CancelledJob:
     """cancel_job: a waiting job ends cancelled at once; a processing one is asked to stop (its status
-    stays processing until its worker stops it). QN404 no such job; QS409 a job already final."""
-    return _one(connections.fetch(conn, _q(db.CANCEL_JOB_SQL), {"job_id": job_id}), db.CancelledJob)
+    stays processing until its worker stops it). JobNotFound no such job; JobStateConflict a job already final."""
+    return _one(_fetch(conn, _q(db.CANCEL_JOB_SQL), {"job_id": job_id}), db.CancelledJob)
 
 
 async def cancel_async(conn: Any, job_id: uuid.UUID | str) -> db.CancelledJob:
     """cancel() on an async connection."""
-    return _one(await connections.fetch_async(conn, _q(db.CANCEL_JOB_SQL), {"job_id": job_id}), db.CancelledJob)
+    return _one(await _fetch_async(conn, _q(db.CANCEL_JOB_SQL), {"job_id": job_id}), db.CancelledJob)
 
 
 def retry(conn: Any, job_id: uuid.UUID | str, *, extra_attempts: int | None = None) -> db.Job:
     """retry_dead: a dead job back to pending, with extra_attempts more tries (default 1)."""
-    return _one(connections.fetch(conn, _q(db.RETRY_DEAD_SQL), {"job_id": job_id, "extra": extra_attempts}), db.Job)
+    return _one(_fetch(conn, _q(db.RETRY_DEAD_SQL), {"job_id": job_id, "extra": extra_attempts}), db.Job)
 
 
 async def retry_async(conn: Any, job_id: uuid.UUID | str, *, extra_attempts: int | None = None) -> db.Job:
     """retry() on an async connection."""
-    return _one(await connections.fetch_async(conn, _q(db.RETRY_DEAD_SQL), {"job_id": job_id, "extra": extra_attempts}),
+    return _one(await _fetch_async(conn, _q(db.RETRY_DEAD_SQL), {"job_id": job_id, "extra": extra_attempts}),
                 db.Job)
 
 
 def pause(conn: Any, queue: str, *, create: bool = False) -> db.QueueRow:
     """pause_queue: no job of the queue starts until resume (running ones finish). A queue not known
-    yet is refused (QU404) unless create."""
-    return _one(connections.fetch(conn, _q(db.PAUSE_QUEUE_SQL), {"queue": queue, "create": create}), db.QueueRow)
+    yet is refused (UnknownQueue, QU404) unless create."""
+    return _one(_fetch(conn, _q(db.PAUSE_QUEUE_SQL), {"queue": queue, "create": create}), db.QueueRow)
 
 
 async def pause_async(conn: Any, queue: str, *, create: bool = False) -> db.QueueRow:
     """pause() on an async connection."""
-    return _one(await connections.fetch_async(conn, _q(db.PAUSE_QUEUE_SQL), {"queue": queue, "create": create}),
+    return _one(await _fetch_async(conn, _q(db.PAUSE_QUEUE_SQL), {"queue": queue, "create": create}),
                 db.QueueRow)
 
 
 def resume(conn: Any, queue: str, *, create: bool = False) -> db.QueueRow:
     """resume_queue: the queue's jobs start again."""
-    return _one(connections.fetch(conn, _q(db.RESUME_QUEUE_SQL), {"queue": queue, "create": create}), db.QueueRow)
+    return _one(_fetch(conn, _q(db.RESUME_QUEUE_SQL), {"queue": queue, "create": create}), db.QueueRow)
 
 
 async def resume_async(conn: Any, queue: str, *, create: bool = False) -> db.QueueRow:
     """resume() on an async connection."""
-    return _one(await connections.fetch_async(conn, _q(db.RESUME_QUEUE_SQL), {"queue": queue, "create": create}),
+    return _one(await _fetch_async(conn, _q(db.RESUME_QUEUE_SQL), {"queue": queue, "create": create}),
                 db.QueueRow)
 
 
@@ -288,9 +316,10 @@ def wait(conn: psycopg.Connection, job_id: uuid.UUID | str, timeout: float) -> d
             watching = True
             db.watch_job(conn, job_id=job_id)
         except psycopg.Error as exc:
-            if exc.sqlstate == "QN404":
-                raise JobNotFound(job_id) from None
-            raise
+            error = _translated(exc, {"job_id": job_id})
+            if error is None:
+                raise
+            raise error from exc
         while True:
             job = db.get_job(conn, job_id=job_id)
             if job is None:
@@ -324,9 +353,10 @@ async def wait_async(conn: psycopg.AsyncConnection, job_id: uuid.UUID | str, tim
             watching = True
             await db.watch_job_async(conn, job_id=job_id)
         except psycopg.Error as exc:
-            if exc.sqlstate == "QN404":
-                raise JobNotFound(job_id) from None
-            raise
+            error = _translated(exc, {"job_id": job_id})
+            if error is None:
+                raise
+            raise error from exc
         while True:
             job = await db.get_job_async(conn, job_id=job_id)
             if job is None:

@@ -13,6 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from pgqw import client, db
+from pgqw.errors import JobStateConflict, UnknownQueue
 from pgqw.tasks import File, Registry, register
 
 tasks = Registry()
@@ -138,9 +139,9 @@ def test_client_cancel_retry_pause_and_resume(conn: psycopg.Connection) -> None:
     waiting = send_welcome.enqueue(conn, {"email": "c@example.com"})
     cancelled = client.cancel(conn, waiting.id)
     assert cancelled.status == "cancelled" and cancelled.cancel_requested_at is not None
-    with pytest.raises(psycopg.Error) as final:
+    with pytest.raises(JobStateConflict) as final:
         client.cancel(conn, waiting.id)
-    assert final.value.sqlstate == "QS409"
+    assert final.value.sqlstate == "QS409" and isinstance(final.value.__cause__, psycopg.Error)
     dead = send_welcome.enqueue(conn, {"email": "r@example.com"}, max_attempts=1)
     claimed = db.claim_job(conn, worker_id="client-test", queues=["emails"])
     assert claimed is not None and claimed.id == dead.id
@@ -150,7 +151,7 @@ def test_client_cancel_retry_pause_and_resume(conn: psycopg.Connection) -> None:
     assert client.pause(conn, "emails").paused is True
     assert db.claim_job(conn, worker_id="client-test", queues=["emails"]) is None
     assert client.resume(conn, "emails").paused is False
-    with pytest.raises(psycopg.Error) as unknown:
+    with pytest.raises(UnknownQueue) as unknown:
         client.pause(conn, "no-such-queue")
     assert unknown.value.sqlstate == "QU404"
     assert client.pause(conn, "no-such-queue", create=True).paused is True

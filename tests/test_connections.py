@@ -15,6 +15,7 @@ from psycopg.conninfo import conninfo_to_dict
 from pydantic import BaseModel
 
 from pgqw import client, connections, db
+from pgqw.errors import UnknownTaskType
 from pgqw.tasks import Registry, register
 
 tasks = Registry()
@@ -113,9 +114,10 @@ def test_connections_psycopg2(db_url: str, conn: psycopg.Connection, listener: p
     try:
         _check_sync(conn, listener, commit_after=lambda c: c.commit(), make=lambda: app,
                     rollback=lambda c: c.rollback())
-        with pytest.raises(psycopg2.Error) as refused:  # the driver's own error
+        with pytest.raises(UnknownTaskType) as refused:  # the driver's own error is its cause
             client.enqueue(app, "send_reciept", {"order": 3})
-        assert getattr(refused.value, "pgcode", None) == "QT422"
+        assert refused.value.sqlstate == "QT422" and isinstance(refused.value.__cause__, psycopg2.Error)
+        assert getattr(refused.value.__cause__, "pgcode", None) == "QT422"
         app.rollback()
     finally:
         app.close()
