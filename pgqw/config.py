@@ -1,4 +1,6 @@
-"""Every setting in one place: a default and the environment variable that changes it.
+"""Every setting in one place: each is declared once, as a field of Settings: its environment
+variable, default, bounds and a line for the docs. load(), pgqw.launch's SETTINGS and the docs'
+settings tables (docs/tools/make_settings_doc.py) are derived from that.
 
 Queue rules (max attempts, backoff, lease) default to None here, meaning "use the row in the
 queue_settings table", which a DBA can change without a deploy. Setting the environment variable
@@ -6,22 +8,21 @@ overrides the table for this process only, by passing the value as a stored-func
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import overload
+from typing import Any
 
 
 class ConfigError(ValueError):
     """A setting has a value that cannot be used."""
 
 
-@overload
-def _int(name: str, default: int, *, minimum: int | None = None) -> int: ...
-@overload
-def _int(name: str, default: None, *, minimum: int | None = None) -> int | None: ...
-def _int(name: str, default: int | None, *, minimum: int | None = None) -> int | None:
+def _int(name: str, default: int | None, *, minimum: int | None = None, maximum: int | None = None) -> int | None:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
@@ -31,6 +32,8 @@ def _int(name: str, default: int | None, *, minimum: int | None = None) -> int |
         raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
     if minimum is not None and value < minimum:
         raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{name} must be at most {maximum}, got {value}")
     return value
 
 
@@ -68,6 +71,30 @@ def _choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     return value
 
 
+def _text(name: str, default: str | None) -> str | None:
+    return os.environ.get(name) or default
+
+
+def _names(name: str, default: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """A comma-separated list; empty (or only commas and spaces): the default."""
+    return tuple(n.strip() for n in os.environ.get(name, "").split(",") if n.strip()) or default
+
+
+def _path(name: str, default: Path) -> Path:
+    return Path(os.environ.get(name) or default).absolute()
+
+
+def _schema(name: str, default: None) -> None:
+    """PGQW_SCHEMA is read by pgqw.schema wherever SQL is written; checked here, so every command
+    refuses a bad one at start."""
+    from pgqw import schema
+
+    try:
+        schema.name()
+    except schema.SchemaNameError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 TOKEN_MIN_LENGTH = 16
 LOG_FORMATS = ("text", "json")  # WORKER_LOG_FORMAT
 
@@ -89,151 +116,277 @@ def tokens(name: str, raw: str | None = None) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _tokens(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    return tokens(name) or default
+
+
 def default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
+
+
+# ----------------------------------------------------------------------------- the declaration
+
+# The docs' tables a setting is listed in (docs/tools/make_settings_doc.py writes them).
+OPERATING = "operating"    # docs/operating.md, Settings
+RETENTION = "retention"    # docs/operating.md, Old jobs (retention)
+WORKER = "worker"          # docs/worker.md, Settings
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its environment variable, how it is read, and what the docs say of it."""
+
+    env: str
+    doc: str                                  # one line: what it sets
+    read: Callable[[str, Any], Any]           # (env, default) -> the value; raises ConfigError
+    shown: str | None = None                  # the docs' default, when the default itself says too little
+    tables: tuple[str, ...] = (OPERATING,)    # the docs' tables that list it
+    # A child process inherits it from its parent even without inherit_settings (pgqw.launch).
+    inherited: bool = False
+    field: str | None = None                  # the Settings field (None: read elsewhere)
+
+
+def _setting(read: Callable[[str, Any], Any], env: str, default: Any = None, *, doc: str,
+             shown: str | None = None, tables: tuple[str, ...] = (OPERATING,),
+             factory: Callable[[], Any] | None = None, repr: bool = True) -> Any:
+    meta = {"setting": Setting(env, doc, read, shown, tables)}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta, repr=repr)
+    return field(default=default, metadata=meta, repr=repr)
+
+
+def integer(env: str, default: int | None, *, minimum: int | None = None, maximum: int | None = None,
+            **kw: Any) -> Any:
+    return _setting(functools.partial(_int, minimum=minimum, maximum=maximum), env, default, **kw)
+
+
+def number(env: str, default: float, *, low: float, high: float, **kw: Any) -> Any:
+    return _setting(functools.partial(_float, low=low, high=high), env, default, **kw)
+
+
+def flag(env: str, default: bool, **kw: Any) -> Any:
+    return _setting(_bool, env, default, **kw)
+
+
+def choice(env: str, default: str, choices: tuple[str, ...], **kw: Any) -> Any:
+    return _setting(functools.partial(_choice, choices=choices), env, default, **kw)
+
+
+def text(env: str, default: str | None = None, **kw: Any) -> Any:
+    return _setting(_text, env, default, **kw)
+
+
+def names(env: str, default: tuple[str, ...] | None, **kw: Any) -> Any:
+    return _setting(_names, env, default, **kw)
 
 
 @dataclass(frozen=True)
 class Settings:
     # Where the database is. None: the embedded server `pgqw up` runs in PGQW_DATA_DIR.
-    database_url: str | None = None
+    database_url: str | None = text(
+        "DATABASE_URL", shown="the embedded server `pgqw up` runs in `PGQW_DATA_DIR`", tables=(OPERATING, WORKER),
+        doc="the database: a libpq URL or DSN")
     # Every connection (API and worker; pgqw/connect.py). A value in the URL wins.
-    db_connect_timeout_s: int = 5        # a connect that takes longer fails (0: libpq waits forever)
-    tcp_user_timeout_ms: int = 5000      # sent data unacknowledged this long drops the connection (0: the OS's)
+    db_connect_timeout_s: int = integer(
+        "DB_CONNECT_TIMEOUT_S", 5, minimum=0,
+        doc="a connection (API or worker) that is not made within this fails; `0`: wait forever")
+    tcp_user_timeout_ms: int = integer(
+        "TCP_USER_TIMEOUT_MS", 5000, minimum=0,
+        doc="sent data left unacknowledged this long drops the connection (a partition); `0`: the system's")
     # DATABASE_URL is PgBouncer in transaction mode: no server-side prepared statements, no session
     # options at connect (the roles' settings from `pgqw migrate` apply instead).
-    pgbouncer: bool = False
-    data_dir: Path = field(default_factory=lambda: Path.cwd() / ".pgdata")
+    pgbouncer: bool = flag(
+        "PGQW_PGBOUNCER", False, doc="`1`: `DATABASE_URL` is PgBouncer in transaction mode (see below)")
+    data_dir: Path = _setting(
+        _path, "PGQW_DATA_DIR", factory=lambda: Path.cwd() / ".pgdata", shown="`.pgdata` in the current folder",
+        doc="where the embedded server keeps its data")
 
     # Queue rules: None means the queue_settings table decides.
-    max_attempts: int | None = None
-    retry_base_delay_ms: int | None = None
-    retry_max_jitter_ms: int | None = None
-    retry_max_delay_ms: int | None = None
-    lease_ms: int | None = None
+    max_attempts: int | None = integer(
+        "MAX_ATTEMPTS", None, minimum=1, shown="`queue_settings.max_attempts` (5)",
+        doc="tries per job, copied into each job at enqueue (read by whoever enqueues, not by the worker)")
+    retry_base_delay_ms: int | None = integer(
+        "RETRY_BASE_DELAY_MS", None, minimum=0, shown="`queue_settings.backoff_base_ms` (2000)",
+        tables=(OPERATING, WORKER), doc="backoff base: the wait after attempt n is base × 2^(n−1)")
+    retry_max_jitter_ms: int | None = integer(
+        "RETRY_MAX_JITTER_MS", None, minimum=0, shown="`queue_settings.backoff_max_jitter_ms` (1000)",
+        tables=(OPERATING, WORKER), doc="plus a random 0 to this")
+    retry_max_delay_ms: int | None = integer(
+        "RETRY_MAX_DELAY_MS", None, minimum=0, shown="`queue_settings.backoff_max_delay_ms` (1 h)",
+        tables=(OPERATING, WORKER), doc="the longest wait")
+    lease_ms: int | None = integer(
+        "STUCK_JOB_TIMEOUT_MS", None, minimum=1, shown="`queue_settings.lease_ms` (60000)", tables=(OPERATING, WORKER),
+        doc="the lease a claim gives: a job not heartbeated for this long is swept. Each heartbeat renews the "
+            "lease that job's claim granted; a DBA's change to the table applies to the next claim, and the first "
+            "lease taken from the table is logged (`lease`)")
 
     # Worker.
-    worker_id: str = field(default_factory=default_worker_id)
-    concurrency: int = 5
-    poll_interval_ms: int = 1000
-    sweep_interval_ms: int = 10000
-    heartbeat_interval_ms: int | None = None  # None: a third of the lease
-    shutdown_grace_ms: int = 10000
-    listen: bool = True
+    worker_id: str = _setting(
+        _text, "WORKER_ID", factory=default_worker_id, shown="`<host>-<pid>`", tables=(WORKER,),
+        doc="(`--id`) recorded in `locked_by` and `job_attempts.worker_id`, for people; 1–200 characters (what a "
+            "worker may act for is decided by the lease tokens its claims return, not by its id)")
+    concurrency: int = integer(
+        "WORKER_CONCURRENCY", 5, minimum=1, tables=(WORKER,), doc="(`--concurrency`) jobs at once (the cap)")
+    poll_interval_ms: int = integer(
+        "POLL_INTERVAL_MS", 1000, minimum=1, tables=(WORKER,),
+        doc="claim at least this often while the last claim found jobs, while the LISTEN connection is down, and "
+            "always with `WORKER_LISTEN=0` (then also jobs whose `run_at` or retry time comes due; with LISTEN "
+            "they are woken for on time); a listening worker whose claim found nothing does not poll")
+    sweep_interval_ms: int = integer(
+        "SWEEP_INTERVAL_MS", 10000, minimum=1, tables=(WORKER,), doc="`sweep_stuck` this often (and at start)")
+    heartbeat_interval_ms: int | None = integer(
+        "HEARTBEAT_INTERVAL_MS", None, minimum=1, shown="a third of each job's lease", tables=(WORKER,),
+        doc="how often leases are extended; must be well below the lease (a `warning` says otherwise, at start "
+            "or when a claim grants a shorter lease)")
+    shutdown_grace_ms: int = integer(
+        "SHUTDOWN_GRACE_MS", 10000, minimum=0, tables=(WORKER,),
+        doc="how long a stop waits for running jobs before handing them back")
+    listen: bool = flag(
+        "WORKER_LISTEN", True, tables=(WORKER,), doc="`LISTEN` for wake-ups; `0` for PgBouncer in transaction mode")
     # The LISTEN connection's URL (None: DATABASE_URL). Behind PgBouncer: the server, directly.
-    listen_url: str | None = None
+    listen_url: str | None = text(
+        "WORKER_LISTEN_URL", shown="`DATABASE_URL`", tables=(OPERATING, WORKER),
+        doc="where the worker's LISTEN connection goes (behind PgBouncer: the server directly)")
     # The worker's sessions: a transaction left idle this long is ended by the server (0: off).
-    worker_idle_in_transaction_timeout_ms: int = 5000
-    queues: tuple[str, ...] | None = None
+    worker_idle_in_transaction_timeout_ms: int = integer(
+        "WORKER_IDLE_IN_TRANSACTION_TIMEOUT_MS", 5000, minimum=0,
+        doc="the server ends a worker session left idle inside a transaction this long; `0`: off")
+    queues: tuple[str, ...] | None = names(
+        "WORKER_QUEUES", None, shown="all", tables=(WORKER,),
+        doc="(`--queues`) comma-separated queues to take jobs from")
     # The modules whose @task definitions this worker runs (--tasks, PGQW_TASKS; comma-separated).
-    task_modules: tuple[str, ...] = ("pgqw.demo",)
-    batch_claim: bool = True
-    batch_mark: bool = True
+    task_modules: tuple[str, ...] = names(
+        "PGQW_TASKS", ("pgqw.demo",), tables=(OPERATING, WORKER),
+        doc="comma-separated task modules: what a worker runs, and what `pgqw migrate` and `pgqw tasks register` "
+            "register (`--tasks`, which may repeat, takes precedence)")
+    batch_claim: bool = flag(
+        "WORKER_BATCH_CLAIM", True, tables=(WORKER,),
+        doc="one `claim_jobs(limit)` per wake-up; `0`: `claim_job` per free slot")
+    batch_mark: bool = flag(
+        "WORKER_BATCH_MARK", True, tables=(WORKER,),
+        doc="successes are recorded by the recorder thread, up to 500 per `mark_jobs_succeeded` call; `0`: one "
+            "`mark_succeeded` per job. A file result (the flyer's PDF) is always recorded alone, with its own "
+            "`mark_succeeded`")
     # The per-job `start` and `success` log lines (WORKER_LOG_JOBS=0: off; failures and the rest stay).
-    log_jobs: bool = True
+    log_jobs: bool = flag(
+        "WORKER_LOG_JOBS", True, tables=(WORKER,),
+        doc="the `start` and `success` line of every job; `0`: a worker logs only what needs a look (failures, "
+            "dead jobs, sweeps, database errors, start and stop), which saves formatting two lines per job (see "
+            "[benchmarks.md](benchmarks.md))")
     # The worker's lines: `text` (HH:MM:SS.mmmZ [id] event details) or `json` (one object a line).
-    log_format: str = "text"
+    log_format: str = choice(
+        "WORKER_LOG_FORMAT", "text", LOG_FORMATS, tables=(WORKER,),
+        doc="`text`: the lines below ([Logs](#logs)); `json`: one JSON object per line, with the job's fields")
     # Retention (worker/pruner.py): every PRUNE_INTERVAL_MS a worker deletes one batch of finished jobs
     # (with their attempts and results) past the database's retention (queue_settings.prune_succeeded_after,
     # prune_finished_after). PRUNE=0 turns it off.
-    prune: bool = True
-    prune_interval_ms: int = 60_000
-    prune_batch: int = 1000
+    prune: bool = flag("PRUNE", True, tables=(RETENTION,), doc="`0`: this worker prunes nothing")
+    prune_interval_ms: int = integer(
+        "PRUNE_INTERVAL_MS", 60_000, minimum=1, tables=(RETENTION,),
+        doc="how often a worker prunes (a full batch: again the next round)")
+    prune_batch: int = integer(
+        "PRUNE_BATCH", 1000, minimum=1, maximum=100_000, tables=(RETENTION,),
+        doc="jobs per `prune_expired_jobs` call (one transaction), 1 to 100000")
     # Periodic jobs (worker/scheduler.py): every worker enqueues the due slots of the schedules table
     # (each slot once, whoever does it). SCHEDULER=0 turns it off in this worker.
-    scheduler: bool = True
+    scheduler: bool = flag(
+        "SCHEDULER", True, tables=(WORKER,),
+        doc="enqueue the due slots of the `schedules` table ([schedules.md](schedules.md)); `0`: this worker "
+            "only registers its code's schedules at start")
 
     # Simulated faults of the demo work.
-    sim_min_latency_ms: int = 2000
-    sim_max_latency_ms: int = 4000
-    sim_failure_rate: float = 0.2
+    sim_min_latency_ms: int = integer(
+        "SIM_MIN_LATENCY_MS", 2000, minimum=0, tables=(WORKER,), doc="the demo's `listing_flyer`: shortest work")
+    sim_max_latency_ms: int = integer(
+        "SIM_MAX_LATENCY_MS", 4000, minimum=0, tables=(WORKER,),
+        doc="the demo's `listing_flyer`: longest work (not below `SIM_MIN_LATENCY_MS`)")
+    sim_failure_rate: float = number(
+        "SIM_FAILURE_RATE", 0.2, low=0.0, high=1.0, tables=(WORKER,),
+        doc="the demo's `listing_flyer`: 0 to 1; `1` makes every attempt fail, `0` none")
 
     # API.
-    port: int = 3000
-    public_url: str | None = None
-    max_body_bytes: int = 64 * 1024
-    api_threads: int = 8
-    api_processes: int = 1
+    port: int = integer(
+        "PORT", 3000, minimum=0,
+        doc="the API's port (`pgqw api --port` and `pgqw up --port` take precedence)")
+    public_url: str | None = text(
+        "PUBLIC_URL", shown="`http://127.0.0.1:$PORT`", tables=(OPERATING, WORKER),
+        doc="the address printed in flyers' QR codes")
+    max_body_bytes: int = integer(
+        "MAX_BODY_BYTES", 64 * 1024, minimum=1, doc="the largest request body the API accepts")
+    api_threads: int = integer("API_THREADS", 8, minimum=1, doc="waitress threads, and the API's pool size")
+    api_processes: int = integer(
+        "API_PROCESSES", 1, minimum=1,
+        doc="API server processes on the one port, each with `API_THREADS` threads and its own pool "
+            "(`pgqw api --processes`)")
     # The server cancels an API statement after this; a request whose database work (all of it) has
     # not answered 1 s later gets its connection cut and a 503 (a frozen server). 0: no limit.
-    api_statement_timeout_ms: int = 5000
+    api_statement_timeout_ms: int = integer(
+        "API_STATEMENT_TIMEOUT_MS", 5000, minimum=0,
+        doc="the server cancels an API statement after this (503); a request's database work that has not "
+            "answered 1 s later has its connection cut (503); `0`: no limit")
     # A request that cannot get a pooled connection within this answers 503.
-    api_pool_timeout_ms: int = 1500
+    api_pool_timeout_ms: int = integer(
+        "API_POOL_TIMEOUT_MS", 1500, minimum=1,
+        doc="a request that cannot get a database connection within this answers 503")
     # Bearer tokens (app/auth.py): full access, and read-only. Empty: the API is open (loopback only).
-    api_tokens: tuple[str, ...] = field(default=(), repr=False)
-    api_read_tokens: tuple[str, ...] = field(default=(), repr=False)
+    api_tokens: tuple[str, ...] = _setting(
+        _tokens, "API_TOKENS", (), repr=False,
+        doc="comma-separated bearer tokens (16+ characters each) that may do everything under `/api`")
+    api_read_tokens: tuple[str, ...] = _setting(
+        _tokens, "API_READ_TOKENS", (), repr=False,
+        doc="comma-separated bearer tokens that may only read (`GET`)")
     # Without tokens, the Host and Origin names a request may carry beside loopback and PUBLIC_URL's
     # (app/auth.py): comma-separated `name` (any port) or `name:port`.
-    api_allowed_hosts: tuple[str, ...] = ()
+    api_allowed_hosts: tuple[str, ...] = names(
+        "API_ALLOWED_HOSTS", (), tables=(),
+        doc="without tokens: more host names the API answers to (docs/api.md)")
     # /metrics: how long one queue_stats() answer is served to scrapes (0: every scrape runs it), and
     # bearer tokens a scrape must present (empty: /metrics is open).
-    metrics_cache_ms: int = 5000
-    metrics_tokens: tuple[str, ...] = field(default=(), repr=False)
+    metrics_cache_ms: int = integer(
+        "METRICS_CACHE_MS", 5000, minimum=0, tables=(),
+        doc="how long each API process serves one `queue_stats()` answer on `/metrics` (docs/api.md)")
+    metrics_tokens: tuple[str, ...] = _setting(
+        _tokens, "METRICS_TOKEN", (), repr=False, tables=(), doc="bearer tokens `/metrics` asks for (docs/api.md)")
 
     # migrate: create the pgqw_api / pgqw_worker / pgqw_admin roles (off where a managed database
     # forbids CREATE ROLE; grants then go to whichever of them a DBA made).
-    create_roles: bool = True
+    create_roles: bool = flag(
+        "PGQW_CREATE_ROLES", True,
+        doc="`0`: `migrate` does not create the three roles (managed databases); grants still apply")
+
+
+def _declared() -> tuple[Setting, ...]:
+    found = [
+        # Read by pgqw.schema wherever SQL is written, so not a field; every process of one queue must
+        # be given the same one, so a child inherits it.
+        Setting("PGQW_SCHEMA", "the schema that holds everything the queue makes (its tables, views, types, "
+                "functions and the `migrations` ledger); every process of one queue (migrate, API, workers, the "
+                "client in your application, the CLI) must be given the same", _schema, shown="`pgqw`",
+                inherited=True),
+    ]
+    for f in dataclasses.fields(Settings):
+        found.append(dataclasses.replace(f.metadata["setting"], field=f.name))
+    return tuple(found)
+
+
+SETTINGS: tuple[Setting, ...] = _declared()   # every setting, in declaration order
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
 
 
 def load() -> Settings:
     """Reads the settings from the environment. Raises ConfigError naming the bad variable."""
-    from pgqw import schema
-
-    try:
-        schema.name()  # PGQW_SCHEMA: checked here, so every command refuses a bad one at start
-    except schema.SchemaNameError as exc:
-        raise ConfigError(str(exc)) from None
-    queues_raw = os.environ.get("WORKER_QUEUES", "").strip()
-    s = Settings(
-        database_url=os.environ.get("DATABASE_URL") or None,
-        db_connect_timeout_s=_int("DB_CONNECT_TIMEOUT_S", 5, minimum=0),
-        tcp_user_timeout_ms=_int("TCP_USER_TIMEOUT_MS", 5000, minimum=0),
-        pgbouncer=_bool("PGQW_PGBOUNCER", False),
-        data_dir=Path(os.environ.get("PGQW_DATA_DIR") or Path.cwd() / ".pgdata").absolute(),
-        max_attempts=_int("MAX_ATTEMPTS", None, minimum=1),
-        retry_base_delay_ms=_int("RETRY_BASE_DELAY_MS", None, minimum=0),
-        retry_max_jitter_ms=_int("RETRY_MAX_JITTER_MS", None, minimum=0),
-        retry_max_delay_ms=_int("RETRY_MAX_DELAY_MS", None, minimum=0),
-        lease_ms=_int("STUCK_JOB_TIMEOUT_MS", None, minimum=1),
-        worker_id=os.environ.get("WORKER_ID") or default_worker_id(),
-        concurrency=_int("WORKER_CONCURRENCY", 5, minimum=1),
-        poll_interval_ms=_int("POLL_INTERVAL_MS", 1000, minimum=1),
-        sweep_interval_ms=_int("SWEEP_INTERVAL_MS", 10000, minimum=1),
-        heartbeat_interval_ms=_int("HEARTBEAT_INTERVAL_MS", None, minimum=1),
-        shutdown_grace_ms=_int("SHUTDOWN_GRACE_MS", 10000, minimum=0),
-        listen=_bool("WORKER_LISTEN", True),
-        listen_url=os.environ.get("WORKER_LISTEN_URL") or None,
-        worker_idle_in_transaction_timeout_ms=_int("WORKER_IDLE_IN_TRANSACTION_TIMEOUT_MS", 5000, minimum=0),
-        queues=tuple(q.strip() for q in queues_raw.split(",") if q.strip()) or None,
-        task_modules=tuple(m.strip() for m in os.environ.get("PGQW_TASKS", "").split(",") if m.strip())
-        or ("pgqw.demo",),
-        batch_claim=_bool("WORKER_BATCH_CLAIM", True),
-        batch_mark=_bool("WORKER_BATCH_MARK", True),
-        log_jobs=_bool("WORKER_LOG_JOBS", True),
-        log_format=_choice("WORKER_LOG_FORMAT", "text", LOG_FORMATS),
-        prune=_bool("PRUNE", True),
-        prune_interval_ms=_int("PRUNE_INTERVAL_MS", 60_000, minimum=1),
-        prune_batch=_int("PRUNE_BATCH", 1000, minimum=1),
-        scheduler=_bool("SCHEDULER", True),
-        sim_min_latency_ms=_int("SIM_MIN_LATENCY_MS", 2000, minimum=0),
-        sim_max_latency_ms=_int("SIM_MAX_LATENCY_MS", 4000, minimum=0),
-        sim_failure_rate=_float("SIM_FAILURE_RATE", 0.2, low=0.0, high=1.0),
-        port=_int("PORT", 3000, minimum=0),
-        public_url=os.environ.get("PUBLIC_URL") or None,
-        max_body_bytes=_int("MAX_BODY_BYTES", 64 * 1024, minimum=1),
-        api_threads=_int("API_THREADS", 8, minimum=1),
-        api_processes=_int("API_PROCESSES", 1, minimum=1),
-        api_statement_timeout_ms=_int("API_STATEMENT_TIMEOUT_MS", 5000, minimum=0),
-        api_pool_timeout_ms=_int("API_POOL_TIMEOUT_MS", 1500, minimum=1),
-        api_tokens=tokens("API_TOKENS"),
-        api_read_tokens=tokens("API_READ_TOKENS"),
-        api_allowed_hosts=tuple(h.strip() for h in os.environ.get("API_ALLOWED_HOSTS", "").split(",") if h.strip()),
-        metrics_cache_ms=_int("METRICS_CACHE_MS", 5000, minimum=0),
-        metrics_tokens=tokens("METRICS_TOKEN"),
-        create_roles=_bool("PGQW_CREATE_ROLES", True),
-    )
-    if s.prune_batch > 100_000:
-        raise ConfigError(f"PRUNE_BATCH must be at most 100000, got {s.prune_batch}")
+    defaults = {f.name: _default(f) for f in dataclasses.fields(Settings)}
+    values = {}
+    for setting in SETTINGS:
+        value = setting.read(setting.env, defaults.get(setting.field) if setting.field else None)
+        if setting.field is not None:
+            values[setting.field] = value
+    s = Settings(**values)
     if s.sim_max_latency_ms < s.sim_min_latency_ms:
         raise ConfigError(
             f"SIM_MAX_LATENCY_MS ({s.sim_max_latency_ms}) must not be below "

@@ -29,26 +29,14 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
+from pgqw import config
+
 T = TypeVar("T")
 
-# Every environment variable pgqw reads as a setting (pgqw.config.load). A child started with inherit_settings=False gets none of them from the
-# parent's environment: only those its starter passes.
-SETTINGS: tuple[str, ...] = (
-    "DATABASE_URL", "PGQW_DATA_DIR", "PGQW_CREATE_ROLES",
-    "DB_CONNECT_TIMEOUT_S", "TCP_USER_TIMEOUT_MS", "PGQW_PGBOUNCER",
-    "MAX_ATTEMPTS", "RETRY_BASE_DELAY_MS", "RETRY_MAX_JITTER_MS", "RETRY_MAX_DELAY_MS", "STUCK_JOB_TIMEOUT_MS",
-    "WORKER_ID", "WORKER_CONCURRENCY", "POLL_INTERVAL_MS", "SWEEP_INTERVAL_MS", "HEARTBEAT_INTERVAL_MS",
-    "SHUTDOWN_GRACE_MS", "WORKER_LISTEN", "WORKER_LISTEN_URL",
-    "WORKER_IDLE_IN_TRANSACTION_TIMEOUT_MS", "WORKER_QUEUES", "WORKER_BATCH_CLAIM", "WORKER_BATCH_MARK", "WORKER_LOG_JOBS",
-    "WORKER_LOG_FORMAT",
-    "PRUNE", "PRUNE_INTERVAL_MS", "PRUNE_BATCH",
-    "SCHEDULER",
-    "SIM_MIN_LATENCY_MS", "SIM_MAX_LATENCY_MS", "SIM_FAILURE_RATE",
-    "PORT", "PUBLIC_URL", "MAX_BODY_BYTES", "API_THREADS", "API_PROCESSES", "API_TOKENS", "API_READ_TOKENS",
-    "API_STATEMENT_TIMEOUT_MS", "API_POOL_TIMEOUT_MS",
-    "API_ALLOWED_HOSTS", "METRICS_CACHE_MS", "METRICS_TOKEN",
-    "PGQW_TASKS",
-)
+# Every environment variable pgqw reads as a setting (declared in pgqw.config). A child started with
+# inherit_settings=False gets none of them from the parent's environment: only those its starter
+# passes. PGQW_SCHEMA (inherited=True) always goes along: every process of one queue uses one schema.
+SETTINGS: tuple[str, ...] = tuple(s.env for s in config.SETTINGS if not s.inherited)
 
 WORKER_READY = "worker started"
 SERVING = re.compile(r"serving on (http://\S+)")   # `pgqw api`'s first line, with the port it listens on
