@@ -21,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 import pgqw
+import pgqw.errors
 
 
 class Receipt(BaseModel):
@@ -62,12 +63,17 @@ async def lifespan(_: FastAPI) -> AsyncIterator[None]:
 app = FastAPI(lifespan=lifespan)
 
 
-@app.exception_handler(psycopg.Error)
-async def refused(_: Request, exc: psycopg.Error) -> JSONResponse:
-    """The queue's own SQLSTATEs end in the HTTP status they mean (QT422: an unknown task type)."""
-    code = exc.sqlstate or ""
-    status = int(code[2:]) if code.startswith("Q") and code[2:].isdigit() else 503
-    return JSONResponse({"error": exc.diag.message_primary, "sqlstate": code}, status_code=status)
+@app.exception_handler(pgqw.errors.PgqwError)
+async def refused(_: Request, exc: pgqw.errors.PgqwError) -> JSONResponse:
+    """The queue's refusals, with the HTTP status each SQLSTATE means (QT422: an unknown task type)."""
+    code = pgqw.errors.CODES.get(exc.sqlstate or "")
+    status = code.status if code is not None and code.status is not None else 400
+    return JSONResponse({"error": exc.message, "sqlstate": exc.sqlstate}, status_code=status)
+
+
+@app.exception_handler(psycopg.OperationalError)
+async def unavailable(_: Request, exc: psycopg.OperationalError) -> JSONResponse:
+    return JSONResponse({"error": "the database is unavailable"}, status_code=503)
 
 
 @app.post("/orders", status_code=202)
