@@ -1,11 +1,13 @@
 """Small helpers shared by tests: building jobs and reading rows as dicts."""
 from __future__ import annotations
 
+import os
 import uuid
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Iterator, NoReturn
 
 import psycopg
+import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
@@ -79,3 +81,16 @@ def database_copy(server: str, template: str, prefix: str = "pgqw_c_") -> Iterat
     finally:
         with psycopg.connect(server, autocommit=True) as admin:
             admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+
+
+def in_ci() -> bool:
+    """CI is set (to anything but empty, 0, false or no): a test that cannot run here fails there."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def cannot_run(reason: str) -> NoReturn:
+    """What a test does when this machine lacks what it needs: skipped, with the reason; failed under CI,
+    where the machine is expected to have it."""
+    if in_ci():
+        pytest.fail(f"CI is set but {reason}")
+    pytest.skip(reason)

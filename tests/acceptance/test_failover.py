@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import cannot_run
 from tests.lab import ROOT
 from tests.lab.failover import FailoverRun, Plan, evidence_text, run_failover, table
 from tests.lab.replication import find_bindir
@@ -38,17 +39,11 @@ COMMAND = ("CI=true PGQW_FAILOVER_EVIDENCE=docs/evidence/failover.txt "
            ".venv/bin/python -m pytest tests/acceptance/test_failover.py --run-slow -q -p no:cacheprovider")
 
 
-def _ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
 @pytest.fixture
 def bindir() -> Path:
     found, why = find_bindir()
     if found is None:
-        if _ci():
-            pytest.fail(f"CI is set but the PostgreSQL binaries for a primary and a standby are missing: {why}")
-        pytest.skip(why)
+        cannot_run(f"the PostgreSQL binaries for a primary and a standby are missing: {why}")
     return found
 
 

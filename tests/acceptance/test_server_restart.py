@@ -11,7 +11,6 @@ in CI, where they fail.
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 from datetime import datetime, timedelta
@@ -24,7 +23,7 @@ import pytest
 from pgqw import db, tasks
 from pgqw.migrate import migrate
 from pgqw.worker.database import POOL_RECONNECT_S, Database
-from tests.helpers import enqueue, rows
+from tests.helpers import cannot_run, enqueue, rows
 from tests.lab import new_database
 from tests.lab.cluster import OwnedCluster
 from tests.worker.conftest import WorkerProcess, wait_for
@@ -35,10 +34,6 @@ JOBS = 8
 RESTART_DOWN_S = 1.25     # refusing connections for about 1.4 s (stop, down, start)
 
 
-def _ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[OwnedCluster]:
     """A server of this module's own."""
@@ -46,9 +41,7 @@ def cluster() -> Iterator[OwnedCluster]:
         made = OwnedCluster()
         made.start()
     except Exception as exc:  # noqa: BLE001 - no binaries, or no way to run them here
-        if _ci():
-            pytest.fail(f"CI is set but a PostgreSQL server of the test's own cannot be made: {exc!r}")
-        pytest.skip(f"no PostgreSQL server of the test's own: {exc!r}")
+        cannot_run(f"a PostgreSQL server of the test's own cannot be made: {exc!r}")
     try:
         yield made
     finally:

@@ -19,6 +19,7 @@ from typing import Iterator
 
 import pytest
 
+from tests.helpers import cannot_run
 from tests.lab import ROOT
 from tests.lab.cluster import OwnedCluster
 from tests.lab.replication import find_bindir
@@ -30,17 +31,11 @@ COMMAND = ("PGQW_SOAK_EVIDENCE=docs/evidence/soak-everything.txt .venv/bin/pytho
            "tests/acceptance/test_soak_everything.py --run-slow -q -p no:cacheprovider")
 
 
-def _ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
 @pytest.fixture
 def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[OwnedCluster]:
     found, why = find_bindir()
     if found is None:
-        if _ci():
-            pytest.fail(f"CI is set but no PostgreSQL binaries for a server of the test's own: {why}")
-        pytest.skip(why)
+        cannot_run(f"there are no PostgreSQL binaries for a server of the test's own: {why}")
     monkeypatch.setenv("PGQW_PG_BINDIR", str(found))
     owned = OwnedCluster()  # in a folder of its own under /tmp: the server's system user must reach it
     owned.start()
