@@ -134,6 +134,16 @@ def _spec(item: Enqueue) -> dict[str, Any]:
     }
 
 
+def _job_id(job_id: uuid.UUID | str) -> uuid.UUID:
+    """A job id as given (a UUID, or its text), or a ValueError naming what was given, before the database."""
+    if isinstance(job_id, uuid.UUID):
+        return job_id
+    try:
+        return uuid.UUID(str(job_id))
+    except ValueError:
+        raise ValueError(f"a job id is a UUID, got {job_id!r}") from None
+
+
 def _translated(exc: Exception, params: Mapping[str, Any]) -> PgqwError | None:
     error = from_psycopg(exc)
     if isinstance(error, JobNotFound):
@@ -207,24 +217,24 @@ async def enqueue_many_async(conn: Any, jobs: Sequence[Enqueue]) -> list[db.Enqu
 
 def get_job(conn: Any, job_id: uuid.UUID | str) -> db.Job | None:
     """The job, or None when no job has this id."""
-    rows = _fetch(conn, _q(db.GET_JOB_SQL), {"job_id": job_id})
+    rows = _fetch(conn, _q(db.GET_JOB_SQL), {"job_id": _job_id(job_id)})
     return db.Job(**rows[0]) if rows else None
 
 
 async def get_job_async(conn: Any, job_id: uuid.UUID | str) -> db.Job | None:
     """get_job() on an async connection."""
-    rows = await _fetch_async(conn, _q(db.GET_JOB_SQL), {"job_id": job_id})
+    rows = await _fetch_async(conn, _q(db.GET_JOB_SQL), {"job_id": _job_id(job_id)})
     return db.Job(**rows[0]) if rows else None
 
 
 def attempts(conn: Any, job_id: uuid.UUID | str) -> list[db.Attempt]:
     """The job's attempts, first to last (empty for a job not started, or no such job)."""
-    return [db.Attempt(**r) for r in _fetch(conn, _q(db.GET_ATTEMPTS_SQL), {"job_id": job_id})]
+    return [db.Attempt(**r) for r in _fetch(conn, _q(db.GET_ATTEMPTS_SQL), {"job_id": _job_id(job_id)})]
 
 
 async def attempts_async(conn: Any, job_id: uuid.UUID | str) -> list[db.Attempt]:
     """attempts() on an async connection."""
-    return [db.Attempt(**r) for r in await _fetch_async(conn, _q(db.GET_ATTEMPTS_SQL), {"job_id": job_id})]
+    return [db.Attempt(**r) for r in await _fetch_async(conn, _q(db.GET_ATTEMPTS_SQL), {"job_id": _job_id(job_id)})]
 
 
 def _result(job_id: uuid.UUID | str, rows: list[dict[str, Any]]) -> Any:
@@ -241,33 +251,33 @@ def _result(job_id: uuid.UUID | str, rows: list[dict[str, Any]]) -> Any:
 def result(conn: Any, job_id: uuid.UUID | str) -> Any:
     """A succeeded job's result: its JSON value, a pgqw.File, or None when the handler returned None.
     JobNotFinished (with .status) when the job has not succeeded; JobNotFound when there is no job."""
-    return _result(job_id, _fetch(conn, _q(db.JOB_RESULT_SQL), {"job_id": job_id}))
+    return _result(job_id, _fetch(conn, _q(db.JOB_RESULT_SQL), {"job_id": _job_id(job_id)}))
 
 
 async def result_async(conn: Any, job_id: uuid.UUID | str) -> Any:
     """result() on an async connection."""
-    return _result(job_id, await _fetch_async(conn, _q(db.JOB_RESULT_SQL), {"job_id": job_id}))
+    return _result(job_id, await _fetch_async(conn, _q(db.JOB_RESULT_SQL), {"job_id": _job_id(job_id)}))
 
 
 def cancel(conn: Any, job_id: uuid.UUID | str) -> db.CancelledJob:
     """cancel_job: a waiting job ends cancelled at once; a processing one is asked to stop (its status
     stays processing until its worker stops it). JobNotFound no such job; JobStateConflict a job already final."""
-    return _one(_fetch(conn, _q(db.CANCEL_JOB_SQL), {"job_id": job_id}), db.CancelledJob)
+    return _one(_fetch(conn, _q(db.CANCEL_JOB_SQL), {"job_id": _job_id(job_id)}), db.CancelledJob)
 
 
 async def cancel_async(conn: Any, job_id: uuid.UUID | str) -> db.CancelledJob:
     """cancel() on an async connection."""
-    return _one(await _fetch_async(conn, _q(db.CANCEL_JOB_SQL), {"job_id": job_id}), db.CancelledJob)
+    return _one(await _fetch_async(conn, _q(db.CANCEL_JOB_SQL), {"job_id": _job_id(job_id)}), db.CancelledJob)
 
 
 def retry(conn: Any, job_id: uuid.UUID | str, *, extra_attempts: int | None = None) -> db.Job:
     """retry_dead: a dead job back to pending, with extra_attempts more tries (default 1)."""
-    return _one(_fetch(conn, _q(db.RETRY_DEAD_SQL), {"job_id": job_id, "extra": extra_attempts}), db.Job)
+    return _one(_fetch(conn, _q(db.RETRY_DEAD_SQL), {"job_id": _job_id(job_id), "extra": extra_attempts}), db.Job)
 
 
 async def retry_async(conn: Any, job_id: uuid.UUID | str, *, extra_attempts: int | None = None) -> db.Job:
     """retry() on an async connection."""
-    return _one(await _fetch_async(conn, _q(db.RETRY_DEAD_SQL), {"job_id": job_id, "extra": extra_attempts}),
+    return _one(await _fetch_async(conn, _q(db.RETRY_DEAD_SQL), {"job_id": _job_id(job_id), "extra": extra_attempts}),
                 db.Job)
 
 
@@ -305,6 +315,7 @@ def wait(conn: psycopg.Connection, job_id: uuid.UUID | str, timeout: float) -> d
         raise TypeError("wait() needs a psycopg 3 Connection in autocommit mode (or use Queue.wait)")
     if not conn.autocommit:
         raise ValueError("wait() needs an autocommit connection (notifications arrive between transactions)")
+    job_id = _job_id(job_id)
     deadline = time.monotonic() + timeout
     db.listen_finished(conn)
     watching = False
@@ -316,7 +327,7 @@ def wait(conn: psycopg.Connection, job_id: uuid.UUID | str, timeout: float) -> d
             watching = True
             db.watch_job(conn, job_id=job_id)
         except psycopg.Error as exc:
-            error = _translated(exc, {"job_id": job_id})
+            error = _translated(exc, {"job_id": _job_id(job_id)})
             if error is None:
                 raise
             raise error from exc
@@ -344,6 +355,7 @@ async def wait_async(conn: psycopg.AsyncConnection, job_id: uuid.UUID | str, tim
         raise TypeError("wait_async() needs a psycopg 3 AsyncConnection in autocommit mode (or use Queue.wait_async)")
     if not conn.autocommit:
         raise ValueError("wait_async() needs an autocommit connection")
+    job_id = _job_id(job_id)
     deadline = time.monotonic() + timeout
     await db.listen_finished_async(conn)
     watching = False
@@ -353,7 +365,7 @@ async def wait_async(conn: psycopg.AsyncConnection, job_id: uuid.UUID | str, tim
             watching = True
             await db.watch_job_async(conn, job_id=job_id)
         except psycopg.Error as exc:
-            error = _translated(exc, {"job_id": job_id})
+            error = _translated(exc, {"job_id": _job_id(job_id)})
             if error is None:
                 raise
             raise error from exc

@@ -225,3 +225,9 @@ def test_client_async_enqueue_rollback_commit_and_wait(db_url: str, conn: psycop
     assert db.get_job(conn, job_id=gone) is None
     assert done.id == kept and done.status == "succeeded"
     assert all(db.get_job(conn, job_id=j).status == "pending" for j in many)
+
+
+@pytest.mark.parametrize("call", [client.get_job, client.attempts, client.result, client.cancel, client.retry])
+def test_client_a_job_id_that_is_no_uuid_is_refused_before_the_database(conn: psycopg.Connection, call) -> None:
+    with pytest.raises(ValueError, match="a job id is a UUID, got 'job-42'"):
+        call(conn, "job-42")

@@ -19,25 +19,16 @@ import threading
 import time
 from typing import Any, Callable, Coroutine
 
-import pydantic
-
 from pgqw import hooks
 from pgqw.config import Settings
-from pgqw.tasks import Context, PermanentError, Registry, Task, TransientError, describe_invalid, result_row
+from pgqw.tasks import Context, Registry, Task, describe_error, result_row
 from pgqw.worker.database import Database, WorkerExiting
 from pgqw.worker.log import Log, TaskLogger
 from pgqw.worker.recorder import Cancelled, Failed, Outcome, Recorder, Succeeded
 from pgqw.worker.slots import Running, Slots
 
-
-def describe(exc: BaseException) -> str:
-    """The error text recorded for a failed attempt."""
-    if isinstance(exc, pydantic.ValidationError):
-        return describe_invalid(exc)
-    if isinstance(exc, (PermanentError, TransientError)):
-        return str(exc) or type(exc).__name__
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+# The error text recorded for a failed attempt: the task definitions' rule (pgqw.testing records the same).
+describe = describe_error
 
 
 class AsyncRunner:
