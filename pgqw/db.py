@@ -143,25 +143,6 @@ def enqueue_job(
     return row
 
 
-async def enqueue_job_async(
-    conn: psycopg.AsyncConnection,
-    *,
-    type: str,
-    payload: dict[str, Any],
-    idempotency_key: str,
-    queue: str | None = None,
-    priority: int | None = None,
-    run_at: datetime | None = None,
-    delay: timedelta | None = None,
-    max_attempts: int | None = None,
-    unique_for: timedelta | None = None,
-) -> EnqueuedJob:
-    async with conn.cursor(row_factory=class_row(EnqueuedJob)) as cur:
-        await cur.execute(_q(ENQUEUE_JOB_SQL), enqueue_params(type, payload, idempotency_key, queue, priority, run_at,
-                                                            delay, max_attempts, unique_for))
-        row = await cur.fetchone()
-    assert row is not None
-    return row
 
 
 def claim_job(
@@ -509,10 +490,6 @@ def enqueue_jobs(conn: psycopg.Connection, *, jobs: Sequence[dict[str, Any]]) ->
         return cur.fetchall()
 
 
-async def enqueue_jobs_async(conn: psycopg.AsyncConnection, *, jobs: Sequence[dict[str, Any]]) -> list[EnqueuedJob]:
-    async with conn.cursor(row_factory=class_row(EnqueuedJob)) as cur:
-        await cur.execute(_q(ENQUEUE_JOBS_SQL), {"jobs": jobs_json(jobs)})
-        return await cur.fetchall()
 
 
 def mark_jobs_succeeded(
@@ -855,10 +832,6 @@ def get_result(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> Result |
         return cur.fetchone()
 
 
-async def get_result_async(conn: psycopg.AsyncConnection, *, job_id: uuid.UUID | str) -> Result | None:
-    async with conn.cursor(row_factory=class_row(Result)) as cur:
-        await cur.execute(_q(RESULT_SQL), {"job_id": job_id})
-        return await cur.fetchone()
 
 
 async def get_job_async(conn: psycopg.AsyncConnection, *, job_id: uuid.UUID | str) -> Job | None:
