@@ -8,8 +8,9 @@ POOL_MAX_SIZE (default API_THREADS), POOL_TIMEOUT (seconds a request waits for a
 default API_POOL_TIMEOUT_MS), STATEMENT_TIMEOUT_MS (default API_STATEMENT_TIMEOUT_MS: the server cancels
 a statement after it, and a borrowed connection that has not answered 1 s later is cut; 0: neither),
 API_TOKENS and API_READ_TOKENS (app/auth.py; tuples or comma-separated strings; kept only as digests),
-TASK_MODULES (default PGQW_TASKS, else ("pgqw.demo",); a tuple or a comma-separated string): the demo's
-route (GET /api/jobs/{id}/flyer) and the page's demo tab exist only when it names pgqw.demo.
+TASK_MODULES (default: the settings' task_modules, PGQW_TASKS; a tuple or a comma-separated string): each module
+that can be imported here is, and its init_app(app), if it has one, may add routes, OpenAPI paths and a
+console tab (app/extensions.py). The API reads the task types themselves from the database.
 MAX_CONTENT_LENGTH comes from MAX_BODY_BYTES.
 
 The app answers at any mount point: mounted under a prefix (werkzeug's DispatcherMiddleware, a proxy
@@ -36,8 +37,6 @@ from psycopg_pool import ConnectionPool
 from pgqw import config, connect
 
 POOL_KEY = "pgqw.pool"
-DEMO_KEY = "pgqw.demo"  # app.extensions: whether the demo's task module is among the app's
-DEMO_MODULE = "pgqw.demo"
 DEADLINE_GRACE_S = 1.0  # past the statement timeout, so a live server's own cancel (57014) comes first
 WATCHDOG = connect.Watchdog("pgqw-api-watchdog")  # one thread for every pool of the process
 
@@ -51,12 +50,17 @@ class ApiPool(ConnectionPool):
         self.deadline_s = deadline_s
 
     @contextmanager
-    def connection(self, timeout: float | None = None, *, autocommit: bool = False) -> Iterator[psycopg.Connection]:
+    def connection(self, timeout: float | None = None, *, autocommit: bool = False,
+                   deadline_s: float | None = None) -> Iterator[psycopg.Connection]:
         """autocommit: for a request that makes one call, each its own transaction, which then costs one
-        round trip instead of three (BEGIN, the call, COMMIT)."""
+        round trip instead of three (BEGIN, the call, COMMIT); or several calls, each committed on its own.
+        deadline_s: a longer deadline than the pool's for this borrow (a bulk action's many bounded calls,
+        each still under the statement timeout); never shorter, and none when the pool has none."""
+        deadline = self.deadline_s if self.deadline_s is None or deadline_s is None else max(deadline_s,
+                                                                                            self.deadline_s)
         conn = self.getconn(timeout=timeout)
         try:
-            with WATCHDOG.guard(conn, self.deadline_s):
+            with WATCHDOG.guard(conn, deadline):
                 conn.autocommit = autocommit
                 with conn:  # commit on success, rollback on an exception
                     yield conn
@@ -85,9 +89,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     modules = app.config["TASK_MODULES"] or ()
     if isinstance(modules, str):
         modules = modules.split(",")
-    # Names only: the API imports no task code (it reads the task types from the database).
     app.config["TASK_MODULES"] = tuple(m.strip() for m in modules if m.strip())
-    app.extensions[DEMO_KEY] = DEMO_MODULE in app.config["TASK_MODULES"]
     app.url_map.merge_slashes = False  # /api/jobs//attempts is a 404, not a redirect page
     app.json.sort_keys = False  # type: ignore[attr-defined]  # keep the documented field order
     if not app.config.get("DATABASE_URL"):
@@ -125,9 +127,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             auth.check_request()
 
     app.register_blueprint(api.bp)
-    if demo_enabled(app):
-        app.register_blueprint(api.demo_bp)
     app.register_blueprint(pages.bp)
+    init_task_modules(app)
     # Room for more blueprints: app/metrics.py, when it exists, exports `bp` and is registered here.
     if importlib.util.find_spec(f"{__name__}.metrics") is not None:
         app.register_blueprint(importlib.import_module(f"{__name__}.metrics").bp)
@@ -148,9 +149,20 @@ def api_connect_kwargs(conninfo: str, settings: config.Settings, statement_timeo
         "statement_timeout": ms or None, "idle_in_transaction_session_timeout": ms or None})
 
 
-def demo_enabled(app: Flask) -> bool:
-    """Whether the app's task modules include the demo's (its route and its tab exist only then)."""
-    return bool(app.extensions.get(DEMO_KEY))
+def init_task_modules(app: Flask) -> None:
+    """Imports each module of TASK_MODULES and calls its init_app(app) when it has one. A module this
+    process cannot find is left out (the workers may have code the API does not)."""
+    for name in app.config["TASK_MODULES"]:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ModuleNotFoundError:  # its parent package is not installed here
+            found = False
+        if not found:
+            app.logger.info("task module %s is not installed here: the API adds nothing of it", name)
+            continue
+        init = getattr(importlib.import_module(name), "init_app", None)
+        if callable(init):
+            init(app)
 
 
 def close_pool(app: Flask) -> None:

@@ -20,6 +20,8 @@ from werkzeug.exceptions import HTTPException
 
 from pgqw.errors import CODES, PgqwError
 
+from .models import ErrorBody, ErrorEnvelope
+
 
 class ApiError(Exception):
     """An error the API reports on purpose: an HTTP status, a stable code, a message, optional details."""
@@ -66,10 +68,9 @@ def classify(sqlstate: str | None) -> tuple[int, str] | None:
 
 
 def envelope(status: int, code: str, message: str, details: Any = None) -> Response:
-    body: dict[str, Any] = {"code": code, "message": message}
-    if details is not None:
-        body["details"] = details
-    response = jsonify({"error": body})
+    body = ErrorBody(code=code, message=message) if details is None else \
+        ErrorBody(code=code, message=message, details=details)
+    response = jsonify(ErrorEnvelope(error=body).dump())
     response.status_code = status
     return response
 

@@ -1,21 +1,20 @@
 """The OpenAPI 3.1 document of the JSON API, served at /api/openapi.json.
 
-tests/api/test_openapi.py keeps it true: every /api route of the app is here with the same methods
-and nothing else is, and every response the API tests receive validates against the schema here.
+Generated where it can be: components/schemas are the JSON Schemas of app/models/'s resources and
+request bodies (their enums the database's own lists), and the body of POST /api/jobs is made from the
+payload schemas of the registered task types (openapi_payloads.py). The paths are declared here and refer
+to those schemas.
+tests/api/test_openapi.py keeps it true: every /api route of the app is here with the same methods and
+nothing else is, and every route's real answer validates against the document.
+This module imports the models, never the routes (app/api/docs.py serves it).
 """
 from __future__ import annotations
 
 import copy
-import re
 from typing import Any
 
-from pgqw import db
-
-STATUSES = list(db.STATUSES)
-
-
-def _ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
+from .models import REQUESTS, RESPONSES, STATUSES
+from .openapi_payloads import create_job_schemas, ref
 
 
 def _data(schema: dict[str, Any], description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -31,259 +30,68 @@ def _data(schema: dict[str, Any], description: str, headers: dict[str, Any] | No
     return response
 
 
-def _error(description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": _ref("ErrorEnvelope")}}}
+def error(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": ref("ErrorEnvelope")}}}
 
 
 _LOCATION = {"Location": {"description": "the job's URL", "schema": {"type": "string"}}}
-_JOB_ID = {
+JOB_ID = {
     "name": "id", "in": "path", "required": True,
     "description": "the job's id; anything that is not a UUID names no job (404)",
     "schema": {"type": "string", "format": "uuid"},
 }
-_UNAVAILABLE = _error("the database cannot be reached or asked to retry (Retry-After: 1)")
+UNAVAILABLE = error("the database cannot be reached or asked to retry (Retry-After: 1)")
 _QUEUE_NAME = {
     "name": "id", "in": "path", "required": True, "description": "the queue's name (1 to 100 characters)",
     "schema": {"type": "string", "minLength": 1, "maxLength": 100},
 }
-_NOT_FOUND = _error("no job with this id (also for a malformed id)")
+_NOT_FOUND = error("no job with this id (also for a malformed id)")
 _CREATE_QUEUE = {
     "name": "create", "in": "query", "required": False,
     "description": "set up a queue that no job, setting, worker, task type or schedule has named yet (else 404)",
     "schema": {"type": "string", "enum": ["true", "false", "1", "0"], "default": "false"},
 }
-_QUEUE_NOT_FOUND = _error("no job, setting, worker, task type or schedule has named this queue, and create was not "
+_QUEUE_NOT_FOUND = error("no job, setting, worker, task type or schedule has named this queue, and create was not "
                           "asked for (code queue_not_found)")
-_CREATE_FIELD = {"type": "boolean", "default": False,
-                 "description": "set up a queue not known yet (as ?create=true); else 404"}
 _SCHEDULE_NAME = {
     "name": "id", "in": "path", "required": True,
     "description": "the schedule's name (1 to 100 letters, digits, _ . : -); any other names no schedule (404)",
     "schema": {"type": "string"},
 }
 
-_TIME = {"type": "string", "format": "date-time", "description": "ISO 8601, UTC, with Z"}
-_TIME_OR_NULL = {"type": ["string", "null"], "format": "date-time"}
 
-SCHEMAS: dict[str, Any] = {
-    "Job": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["id", "type", "queue", "priority", "status", "attempts", "maxAttempts", "lastError",
-                     "nextAttemptAt", "createdAt", "startedAt", "finishedAt", "lockedBy", "payload",
-                     "resultUrl"],
-        "properties": {
-            "id": {"type": "string", "format": "uuid"},
-            "type": {"type": "string"},
-            "queue": {"type": "string"},
-            "priority": {"type": "integer"},
-            "status": {"type": "string", "enum": STATUSES},
-            "attempts": {"type": "integer", "minimum": 0, "description": "attempts started so far"},
-            "maxAttempts": {"type": "integer", "minimum": 1},
-            "lastError": {"type": ["string", "null"]},
-            "nextAttemptAt": {**_TIME_OR_NULL, "description": "when the job may run next (pending or failed), "
-                              "else null"},
-            "createdAt": _TIME,
-            "startedAt": {**_TIME_OR_NULL, "description": "start of the latest attempt"},
-            "finishedAt": {**_TIME_OR_NULL, "description": "set when succeeded or dead"},
-            "lockedBy": {"type": ["string", "null"], "description": "the worker holding it while processing"},
-            "payload": {"type": "object"},
-            "resultUrl": {"type": ["string", "null"], "description": "the result's URL once succeeded"},
-        },
-    },
-    "Attempt": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["attempt", "workerId", "startedAt", "finishedAt", "outcome", "error"],
-        "properties": {
-            "attempt": {"type": "integer", "minimum": 1},
-            "workerId": {"type": "string"},
-            "startedAt": _TIME,
-            "finishedAt": _TIME_OR_NULL,
-            "outcome": {"type": ["string", "null"], "enum": ["succeeded", "failed", "abandoned", None],
-                        "description": "null while the attempt runs"},
-            "error": {"type": ["string", "null"]},
-        },
-    },
-    "JobPage": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["jobs", "nextCursor"],
-        "properties": {
-            "jobs": {"type": "array", "items": _ref("Job")},
-            "nextCursor": {"type": ["string", "null"],
-                           "description": "pass as cursor for the next page; null on the last page"},
-        },
-    },
-    "Stats": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["counts", "total"],
-        "properties": {
-            "counts": {"type": "object", "required": STATUSES, "additionalProperties": False,
-                       "properties": {s: {"type": "integer", "minimum": 0} for s in STATUSES}},
-            "total": {"type": "integer", "minimum": 0},
-        },
-    },
-    "Queue": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["name", "paused", "maxRunning", "jobsPerSecond"],
-        "properties": {
-            "name": {"type": "string"},
-            "paused": {"type": "boolean", "description": "claims skip a paused queue; enqueues still land in it"},
-            "maxRunning": {"type": ["integer", "null"], "minimum": 1,
-                           "description": "at most this many jobs processing at once, across all workers; "
-                                          "null: no limit"},
-            "jobsPerSecond": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1000000,
-                              "description": "at most this many jobs started per second, across all workers; "
-                                             "null: no rate"},
-        },
-    },
-    "QueueStatus": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["name", "paused", "maxRunning", "jobsPerSecond", "depth", "running", "oldestReadyAgeSeconds"],
-        "properties": {
-            "name": {"type": "string"},
-            "paused": {"type": "boolean"},
-            "maxRunning": {"type": ["integer", "null"], "minimum": 1},
-            "jobsPerSecond": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1000000},
-            "depth": {"type": "integer", "minimum": 0, "description": "ready jobs (due, with a try left)"},
-            "running": {"type": "integer", "minimum": 0, "description": "processing jobs"},
-            "oldestReadyAgeSeconds": {"type": "number", "minimum": 0, "description": "0 when none is ready"},
-        },
-    },
-    "Schedule": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["name", "task_type", "cron", "payload", "queue", "priority", "catch_up", "paused", "last_slot",
-                     "next_slot", "source", "created_at", "updated_at"],
-        "properties": {
-            "name": {"type": "string"},
-            "task_type": {"type": "string"},
-            "cron": {"type": "string", "description": "five fields or a macro (@hourly, @daily, ...), read in UTC"},
-            "payload": {"type": "object", "description": "every job's payload"},
-            "queue": {"type": ["string", "null"], "description": "null: the task type's"},
-            "priority": {"type": ["integer", "null"], "description": "null: the task type's"},
-            "catch_up": {"enum": ["latest", "all", "none"],
-                         "description": "after a stop: enqueue the latest missed slot, all of them (up to 100), "
-                                        "or none"},
-            "paused": {"type": "boolean"},
-            "last_slot": {**_TIME_OR_NULL, "description": "the latest slot a job was enqueued for"},
-            "next_slot": {**_TIME_OR_NULL, "description": "when the next job is due; null when paused"},
-            "source": {"enum": ["code", "sql"],
-                       "description": "code: a task's definition, rewritten at every worker start; sql: a DBA's "
-                                      "set_schedule, which the code does not overwrite"},
-            "created_at": _TIME,
-            "updated_at": _TIME,
-        },
-    },
-    "QueueLimit": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["max_running"],
-        "properties": {"max_running": {"type": ["integer", "null"], "minimum": 1, "maximum": 2147483647,
-                                       "description": "null removes the limit"},
-                       "create": _CREATE_FIELD},
-    },
-    "QueueRate": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["jobs_per_second"],
-        "properties": {"jobs_per_second": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1000000,
-                                           "description": "at most 6 decimal places; null removes the rate"},
-                       "create": _CREATE_FIELD},
-    },
-    "TaskType": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["name", "description", "queue", "priority", "maxAttempts", "backoffBaseMs",
-                     "backoffMaxDelayMs", "backoffMaxJitterMs", "leaseMs", "payloadSchema"],
-        "properties": {
-            "name": {"type": "string"},
-            "description": {"type": ["string", "null"]},
-            "queue": {"type": "string"},
-            "priority": {"type": "integer"},
-            "maxAttempts": {"type": "integer", "minimum": 1},
-            "backoffBaseMs": {"type": "integer", "minimum": 0},
-            "backoffMaxDelayMs": {"type": "integer", "minimum": 0},
-            "backoffMaxJitterMs": {"type": "integer", "minimum": 0},
-            "leaseMs": {"type": "integer", "minimum": 1},
-            "payloadSchema": {"type": "object", "description": "JSON Schema of the payload"},
-        },
-    },
-    "Worker": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["id", "hostname", "pid", "queues", "taskTypes", "concurrency", "startedAt", "lastSeenAt",
-                     "expiresAt", "stoppedAt", "alive"],
-        "properties": {
-            "id": {"type": "string"},
-            "hostname": {"type": ["string", "null"]},
-            "pid": {"type": ["integer", "null"]},
-            "queues": {"type": ["array", "null"], "items": {"type": "string"}, "description": "null: every queue"},
-            "taskTypes": {"type": "array", "items": {"type": "string"}},
-            "concurrency": {"type": ["integer", "null"], "minimum": 1},
-            "startedAt": _TIME,
-            "lastSeenAt": {**_TIME, "description": "its latest heartbeat (register_worker)"},
-            "expiresAt": {**_TIME, "description": "alive until then unless it heartbeats again"},
-            "stoppedAt": {**_TIME_OR_NULL, "description": "set when it said it stopped (a clean exit)"},
-            "alive": {"type": "boolean", "description": "the database's verdict: expiresAt is ahead of its clock "
-                                                        "and the worker has not stopped"},
-        },
-    },
-    "Throughput": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["since", "until", "minutes", "buckets", "bucketSeconds", "queues"],
-        "properties": {
-            "since": _TIME,
-            "until": {**_TIME, "description": "the database's clock now"},
-            "minutes": {"type": "integer", "minimum": 1},
-            "buckets": {"type": "integer", "minimum": 1, "maximum": 60},
-            "bucketSeconds": {"type": "number", "description": "bucket i is [since + i·bucketSeconds, "
-                                                               "since + (i+1)·bucketSeconds)"},
-            "queues": {"type": "array", "description": "each queue with an attempt finished in the window, by name",
-                       "items": {
-                           "type": "object", "additionalProperties": False,
-                           "required": ["name", "succeeded", "failed", "totalSucceeded", "totalFailed"],
-                           "properties": {
-                               "name": {"type": "string"},
-                               "succeeded": {"type": "array", "items": {"type": "integer", "minimum": 0},
-                                             "description": "attempts finished succeeded, one count per bucket, "
-                                                            "oldest first"},
-                               "failed": {"type": "array", "items": {"type": "integer", "minimum": 0},
-                                          "description": "attempts finished failed or abandoned, per bucket"},
-                               "totalSucceeded": {"type": "integer", "minimum": 0},
-                               "totalFailed": {"type": "integer", "minimum": 0},
-                           }}},
-        },
-    },
-    "FieldError": {
-        "type": "object",
-        "required": ["field", "problem"],
-        "additionalProperties": False,
-        "properties": {"field": {"type": "string"}, "problem": {"type": "string"}},
-    },
-    "ErrorEnvelope": {
-        "type": "object",
-        "required": ["error"],
-        "additionalProperties": False,
-        "properties": {"error": {
-            "type": "object",
-            "required": ["code", "message"],
-            "additionalProperties": False,
-            "properties": {
-                "code": {"type": "string", "description": "stable, snake_case; see docs/api.md"},
-                "message": {"type": "string", "description": "for people"},
-                "details": {"description": "a list of {field, problem} for 400 and 422; "
-                            "an object (sqlstate, hint, …) otherwise",
-                            "oneOf": [{"type": "array", "items": _ref("FieldError")}, {"type": "object"}]},
-            },
-        }},
-    },
+
+def _id_parameter(what: str) -> dict[str, Any]:
+    return {"name": "id", "in": "path", "required": True,
+            "description": f"the {what}'s id; anything that is not a UUID names no {what} (404)",
+            "schema": {"type": "string", "format": "uuid"}}
+
+
+_BULK_RESPONSES = {
+    "200": _data(ref("BulkResult"), "how many jobs changed"),
+    "400": error("the body is not JSON, a filter is bad, or none is given without \"all\": true (code "
+                  "filter_required)"),
+    "413": error("the body is too large"),
+    "415": error("the body is not application/json"),
+    "503": UNAVAILABLE,
 }
+
+REF_TEMPLATE = "#/components/schemas/{model}"
+
+
+def model_schemas() -> dict[str, Any]:
+    """components/schemas from app/models/: each response model's JSON Schema as it is dumped
+    (serialization), each request model's as it is read (validation); nested models by $ref."""
+    out: dict[str, Any] = {}
+    for models, mode in ((RESPONSES, "serialization"), (REQUESTS, "validation")):
+        for model in models:
+            schema = model.model_json_schema(mode=mode, ref_template=REF_TEMPLATE)  # type: ignore[arg-type]
+            out.update(schema.pop("$defs", {}))
+            out[model.__name__] = schema
+    return out
+
+
+SCHEMAS: dict[str, Any] = model_schemas()
 
 OPENAPI: dict[str, Any] = {
     "openapi": "3.1.0",
@@ -306,23 +114,24 @@ OPENAPI: dict[str, Any] = {
                                    "body again returns the same job",
                     "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]{1,255}$"},
                 }],
-                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("CreateJob")}}},
+                "requestBody": {"required": True, "content": {"application/json": {"schema": ref("CreateJob")}}},
                 "responses": {
-                    "202": _data(_ref("Job"), "a new job", _LOCATION),
-                    "200": _data(_ref("Job"), "the job this key already made (same body)", _LOCATION),
-                    "400": _error("no or bad Idempotency-Key, or the body is not JSON"),
-                    "409": _error("the key was already used with a different body"),
-                    "413": _error("the body is larger than MAX_BODY_BYTES"),
-                    "415": _error("Content-Type is not application/json"),
-                    "422": _error("the body is not a valid job; details name every bad field"),
-                    "503": _UNAVAILABLE,
+                    "202": _data(ref("Job"), "a new job", _LOCATION),
+                    "200": _data(ref("Job"), "the job this key already made (same body)", _LOCATION),
+                    "400": error("no or bad Idempotency-Key, or the body is not JSON"),
+                    "409": error("the key was already used with a different body"),
+                    "413": error("the body is larger than MAX_BODY_BYTES"),
+                    "415": error("Content-Type is not application/json"),
+                    "422": error("the body is not a valid job (details name every bad field), its type is not "
+                                  "registered, or a dependency cannot be (an unknown parent: invalid_dependency)"),
+                    "503": UNAVAILABLE,
                 },
             },
             "get": {
                 "operationId": "listJobs",
                 "summary": "Jobs newest first, keyset-paginated",
                 "parameters": [
-                    {"name": "status", "in": "query", "schema": {"type": "string", "enum": STATUSES},
+                    {"name": "status", "in": "query", "schema": {"type": "string", "enum": list(STATUSES)},
                      "description": "only jobs in this status"},
                     {"name": "limit", "in": "query",
                      "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}},
@@ -337,9 +146,9 @@ OPENAPI: dict[str, Any] = {
                      "description": "only jobs in this queue"},
                 ],
                 "responses": {
-                    "200": _data(_ref("JobPage"), "one page of jobs"),
-                    "400": _error("bad status, limit, cursor, id_prefix, type or queue, or an unknown parameter"),
-                    "503": _UNAVAILABLE,
+                    "200": _data(ref("JobPage"), "one page of jobs"),
+                    "400": error("bad status, limit, cursor, id_prefix, type or queue, or an unknown parameter"),
+                    "503": UNAVAILABLE,
                 },
             },
         },
@@ -347,19 +156,19 @@ OPENAPI: dict[str, Any] = {
             "get": {
                 "operationId": "getJob",
                 "summary": "One job",
-                "parameters": [_JOB_ID],
-                "responses": {"200": _data(_ref("Job"), "the job"), "404": _NOT_FOUND, "503": _UNAVAILABLE},
+                "parameters": [JOB_ID],
+                "responses": {"200": _data(ref("Job"), "the job"), "404": _NOT_FOUND, "503": UNAVAILABLE},
             },
         },
         "/api/jobs/{id}/attempts": {
             "get": {
                 "operationId": "getAttempts",
                 "summary": "Every attempt of a job, oldest first",
-                "parameters": [_JOB_ID],
+                "parameters": [JOB_ID],
                 "responses": {
-                    "200": _data({"type": "array", "items": _ref("Attempt")}, "the attempts"),
+                    "200": _data({"type": "array", "items": ref("Attempt")}, "the attempts"),
                     "404": _NOT_FOUND,
-                    "503": _UNAVAILABLE,
+                    "503": UNAVAILABLE,
                 },
             },
         },
@@ -367,12 +176,12 @@ OPENAPI: dict[str, Any] = {
             "post": {
                 "operationId": "retryJob",
                 "summary": "Give a dead job more attempts (dead → pending)",
-                "parameters": [_JOB_ID],
+                "parameters": [JOB_ID],
                 "responses": {
-                    "202": _data(_ref("Job"), "the job, pending again", _LOCATION),
+                    "202": _data(ref("Job"), "the job, pending again", _LOCATION),
                     "404": _NOT_FOUND,
-                    "409": _error("the job is not dead"),
-                    "503": _UNAVAILABLE,
+                    "409": error("the job is not dead"),
+                    "503": UNAVAILABLE,
                 },
             },
         },
@@ -381,30 +190,13 @@ OPENAPI: dict[str, Any] = {
                 "operationId": "cancelJob",
                 "summary": "Cancel a job: a pending or failed one ends cancelled at once; a processing one is "
                            "asked to stop and ends cancelled when its worker stops (or its lease runs out)",
-                "parameters": [_JOB_ID],
+                "parameters": [JOB_ID],
                 "responses": {
-                    "202": _data(_ref("Job"), "the job: cancelled, or still processing with its stop requested",
+                    "202": _data(ref("Job"), "the job: cancelled, or still processing with its stop requested",
                                  _LOCATION),
                     "404": _NOT_FOUND,
-                    "409": _error("the job has already finished (succeeded, dead or cancelled)"),
-                    "503": _UNAVAILABLE,
-                },
-            },
-        },
-        "/api/jobs/{id}/flyer": {
-            "get": {
-                "operationId": "getFlyer",
-                "summary": "The job's PDF, once the job has succeeded",
-                "parameters": [_JOB_ID],
-                "responses": {
-                    "200": {
-                        "description": "the flyer",
-                        "headers": {"Content-Disposition": {
-                            "schema": {"type": "string"}, "description": 'inline; filename="flyer-<id>.pdf"'}},
-                        "content": {"application/pdf": {"schema": {"type": "string", "format": "binary"}}},
-                    },
-                    "404": _error("no such job, or it has not succeeded yet (code flyer_not_ready)"),
-                    "503": _UNAVAILABLE,
+                    "409": error("the job has already finished (succeeded, dead or cancelled)"),
+                    "503": UNAVAILABLE,
                 },
             },
         },
@@ -412,7 +204,7 @@ OPENAPI: dict[str, Any] = {
             "get": {
                 "operationId": "getResult",
                 "summary": "The job's result, once the job has succeeded",
-                "parameters": [_JOB_ID],
+                "parameters": [JOB_ID],
                 "responses": {
                     "200": {
                         "description": "a JSON result as {\"data\": value}, or a file with its own content type",
@@ -421,18 +213,79 @@ OPENAPI: dict[str, Any] = {
                                         "properties": {"data": {}}}},
                                     "*/*": {"schema": {"type": "string", "format": "binary"}}},
                     },
-                    "404": _error("no such job; not succeeded yet (result_not_ready); succeeded without a "
+                    "404": error("no such job; not succeeded yet (result_not_ready); succeeded without a "
                                   "result (no_result)"),
-                    "503": _UNAVAILABLE,
+                    "503": UNAVAILABLE,
                 },
+            },
+        },
+        "/api/workflows/{id}": {
+            "get": {
+                "operationId": "getWorkflow",
+                "summary": "A workflow's graph: every job in enqueue order, each with its parents (dependsOn) "
+                           "and runAnyway",
+                "parameters": [_id_parameter("workflow")],
+                "responses": {"200": _data(ref("Workflow"), "the workflow"),
+                              "404": error("no job has this workflow id (also for a malformed id; code "
+                                            "workflow_not_found)"),
+                              "503": UNAVAILABLE},
+            },
+        },
+        "/api/batches": {
+            "post": {
+                "operationId": "createBatch",
+                "summary": "Enqueue jobs as one batch, in one transaction; the callback job is enqueued once, "
+                           "when every job of the batch has reached a final status",
+                "requestBody": {"required": True,
+                                "content": {"application/json": {"schema": ref("BatchRequest")}}},
+                "responses": {
+                    "202": _data(ref("Batch"), "a new batch and its jobs, in the order sent"),
+                    "200": _data(ref("Batch"), "the batch this idempotencyKey already made"),
+                    "400": error("the body is not JSON, or a stored function refused an argument"),
+                    "409": error("a job's idempotencyKey was already used for a different job"),
+                    "413": error("the body is larger than MAX_BODY_BYTES, or a payload is too large"),
+                    "415": error("Content-Type is not application/json"),
+                    "422": error("the batch is not valid (details name every bad field, jobs.<n>. for a job's), "
+                                  "a task type is not registered, or a dependency cannot be (invalid_dependency)"),
+                    "503": UNAVAILABLE,
+                },
+            },
+        },
+        "/api/batches/{id}": {
+            "get": {
+                "operationId": "getBatch",
+                "summary": "A batch's progress: its jobs per status, its callback job, when it finished",
+                "parameters": [_id_parameter("batch")],
+                "responses": {"200": _data(ref("BatchStatus"), "the batch"),
+                              "404": error("no batch has this id (also for a malformed id; code batch_not_found)"),
+                              "503": UNAVAILABLE},
+            },
+        },
+        "/api/jobs/bulk/retry": {
+            "post": {
+                "operationId": "retryJobs",
+                "summary": "Retry every dead job the filters match (dead → pending), in bounded batches",
+                "requestBody": {"required": True,
+                                "content": {"application/json": {"schema": ref("BulkFilter")}}},
+                "responses": _BULK_RESPONSES,
+            },
+        },
+        "/api/jobs/bulk/cancel": {
+            "post": {
+                "operationId": "cancelJobs",
+                "summary": "Cancel every job the filters match that is blocked, pending, failed or processing "
+                           "(or of the statuses given), in bounded batches; a processing one is asked to stop",
+                "requestBody": {"required": True,
+                                "content": {"application/json": {"schema": ref("BulkCancelFilter")}}},
+                "responses": _BULK_RESPONSES,
             },
         },
         "/api/task-types": {
             "get": {
                 "operationId": "listTaskTypes",
                 "summary": "The registered task types: payload schema and effective settings",
-                "responses": {"200": _data({"type": "array", "items": _ref("TaskType")}, "the task types"),
-                              "503": _UNAVAILABLE},
+                "responses": {"200": _data({"type": "array", "items": ref("TaskType")}, "the task types"),
+                              "503": UNAVAILABLE},
             },
         },
         "/api/queues": {
@@ -440,8 +293,8 @@ OPENAPI: dict[str, Any] = {
                 "operationId": "listQueues",
                 "summary": "Every known queue (with a job, or paused or limited): paused, limit, depth, running, "
                            "age of the oldest ready job",
-                "responses": {"200": _data({"type": "array", "items": _ref("QueueStatus")}, "the queues"),
-                              "503": _UNAVAILABLE},
+                "responses": {"200": _data({"type": "array", "items": ref("QueueStatus")}, "the queues"),
+                              "503": UNAVAILABLE},
             },
         },
         "/api/queues/{id}/pause": {
@@ -449,9 +302,9 @@ OPENAPI: dict[str, Any] = {
                 "operationId": "pauseQueue",
                 "summary": "Pause a queue: claims skip it, enqueues still land in it (idempotent)",
                 "parameters": [_QUEUE_NAME, _CREATE_QUEUE],
-                "responses": {"200": _data(_ref("Queue"), "the queue, paused"),
-                              "400": _error("a blank or over-long name, or create not a boolean"),
-                              "404": _QUEUE_NOT_FOUND, "503": _UNAVAILABLE},
+                "responses": {"200": _data(ref("Queue"), "the queue, paused"),
+                              "400": error("a blank or over-long name, or create not a boolean"),
+                              "404": _QUEUE_NOT_FOUND, "503": UNAVAILABLE},
             },
         },
         "/api/queues/{id}/resume": {
@@ -459,25 +312,41 @@ OPENAPI: dict[str, Any] = {
                 "operationId": "resumeQueue",
                 "summary": "Resume a queue: claims take from it again (idempotent)",
                 "parameters": [_QUEUE_NAME, _CREATE_QUEUE],
-                "responses": {"200": _data(_ref("Queue"), "the queue, running"),
-                              "400": _error("a blank or over-long name, or create not a boolean"),
-                              "404": _QUEUE_NOT_FOUND, "503": _UNAVAILABLE},
+                "responses": {"200": _data(ref("Queue"), "the queue, running"),
+                              "400": error("a blank or over-long name, or create not a boolean"),
+                              "404": _QUEUE_NOT_FOUND, "503": UNAVAILABLE},
             },
         },
         "/api/queues/{id}/limit": {
             **{method: {
                 "operationId": f"setQueueLimit{suffix}",
-                "summary": "At most max_running of the queue's jobs processing at once, across all workers "
+                "summary": "At most maxRunning of the queue's jobs processing at once, across all workers "
                            "(null: no limit)",
                 "parameters": [_QUEUE_NAME, _CREATE_QUEUE],
                 "requestBody": {"required": True,
-                                "content": {"application/json": {"schema": _ref("QueueLimit")}}},
-                "responses": {"200": _data(_ref("Queue"), "the queue with its limit"),
-                              "400": _error("a bad name, or max_running missing, below 1 or not a whole number"),
+                                "content": {"application/json": {"schema": ref("QueueLimit")}}},
+                "responses": {"200": _data(ref("Queue"), "the queue with its limit"),
+                              "400": error("a bad name, or maxRunning missing, below 1 or not a whole number"),
                               "404": _QUEUE_NOT_FOUND,
-                              "413": _error("the body is too large"),
-                              "415": _error("the body is not application/json"),
-                              "503": _UNAVAILABLE},
+                              "413": error("the body is too large"),
+                              "415": error("the body is not application/json"),
+                              "503": UNAVAILABLE},
+            } for method, suffix in (("put", ""), ("post", "Post"))},
+        },
+        "/api/queues/{id}/key-limit": {
+            **{method: {
+                "operationId": f"setQueueKeyLimit{suffix}",
+                "summary": "At most maxRunning of the queue's jobs processing at once per concurrency key, across "
+                           "all workers (null: no limit)",
+                "parameters": [_QUEUE_NAME, _CREATE_QUEUE],
+                "requestBody": {"required": True,
+                                "content": {"application/json": {"schema": ref("QueueKeyLimit")}}},
+                "responses": {"200": _data(ref("Queue"), "the queue with its limit per key"),
+                              "400": error("a bad name, or maxRunning missing, below 1 or not a whole number"),
+                              "404": _QUEUE_NOT_FOUND,
+                              "413": error("the body is too large"),
+                              "415": error("the body is not application/json"),
+                              "503": UNAVAILABLE},
             } for method, suffix in (("put", ""), ("post", "Post"))},
         },
         "/api/workers": {
@@ -485,8 +354,8 @@ OPENAPI: dict[str, Any] = {
                 "operationId": "listWorkers",
                 "summary": "The registered workers, live ones first (at most 200): queues, task types, heartbeat, "
                            "alive or gone",
-                "responses": {"200": _data({"type": "array", "items": _ref("Worker")}, "the workers"),
-                              "503": _UNAVAILABLE},
+                "responses": {"200": _data({"type": "array", "items": ref("Worker")}, "the workers"),
+                              "503": UNAVAILABLE},
             },
         },
         "/api/throughput": {
@@ -495,20 +364,17 @@ OPENAPI: dict[str, Any] = {
                 "summary": "Jobs that finished (succeeded or dead) per queue over the last minutes, in at most 60 buckets ending now",
                 "parameters": [{"name": "minutes", "in": "query",
                                 "schema": {"type": "integer", "minimum": 1, "maximum": 1440, "default": 60}}],
-                "responses": {"200": _data(_ref("Throughput"), "the counts per queue and bucket"),
-                              "400": _error("minutes is not a whole number from 1 to 1440, or an unknown parameter"),
-                              "503": _UNAVAILABLE},
+                "responses": {"200": _data(ref("Throughput"), "the counts per queue and bucket"),
+                              "400": error("minutes is not a whole number from 1 to 1440, or an unknown parameter"),
+                              "503": UNAVAILABLE},
             },
         },
         "/api/schedules": {
             "get": {
                 "operationId": "listSchedules",
                 "summary": "Every schedule (periodic job) by name, with its next slot",
-                "responses": {"200": _data({"type": "object", "required": ["schedules"], "additionalProperties": False,
-                                            "properties": {"schedules": {"type": "array",
-                                                                         "items": _ref("Schedule")}}},
-                                           "the schedules"),
-                              "503": _UNAVAILABLE},
+                "responses": {"200": _data(ref("ScheduleList"), "the schedules"),
+                              "503": UNAVAILABLE},
             },
         },
         "/api/schedules/{id}/pause": {
@@ -516,8 +382,8 @@ OPENAPI: dict[str, Any] = {
                 "operationId": "pauseSchedule",
                 "summary": "Pause a schedule: it enqueues nothing until resumed (idempotent)",
                 "parameters": [_SCHEDULE_NAME],
-                "responses": {"200": _data(_ref("Schedule"), "the schedule, paused"),
-                              "404": _error("no schedule has this name"), "503": _UNAVAILABLE},
+                "responses": {"200": _data(ref("Schedule"), "the schedule, paused"),
+                              "404": error("no schedule has this name"), "503": UNAVAILABLE},
             },
         },
         "/api/schedules/{id}/resume": {
@@ -526,32 +392,32 @@ OPENAPI: dict[str, Any] = {
                 "summary": "Resume a schedule from its next slot after now; the slots passed while paused are "
                            "skipped (idempotent)",
                 "parameters": [_SCHEDULE_NAME],
-                "responses": {"200": _data(_ref("Schedule"), "the schedule, running"),
-                              "404": _error("no schedule has this name"), "503": _UNAVAILABLE},
+                "responses": {"200": _data(ref("Schedule"), "the schedule, running"),
+                              "404": error("no schedule has this name"), "503": UNAVAILABLE},
             },
         },
         "/api/queues/{id}/rate": {
             **{method: {
                 "operationId": f"setQueueRate{suffix}",
-                "summary": "At most jobs_per_second of the queue's jobs started per second, across all workers "
+                "summary": "At most jobsPerSecond of the queue's jobs started per second, across all workers "
                            "(null: no rate); checked at each claim",
                 "parameters": [_QUEUE_NAME, _CREATE_QUEUE],
                 "requestBody": {"required": True,
-                                "content": {"application/json": {"schema": _ref("QueueRate")}}},
-                "responses": {"200": _data(_ref("Queue"), "the queue with its rate"),
-                              "400": _error("a bad name, or jobs_per_second missing, not a number, not above 0, "
+                                "content": {"application/json": {"schema": ref("QueueRate")}}},
+                "responses": {"200": _data(ref("Queue"), "the queue with its rate"),
+                              "400": error("a bad name, or jobsPerSecond missing, not a number, not above 0, "
                                             "above 1000000 or with more than 6 decimal places"),
                               "404": _QUEUE_NOT_FOUND,
-                              "413": _error("the body is too large"),
-                              "415": _error("the body is not application/json"),
-                              "503": _UNAVAILABLE},
+                              "413": error("the body is too large"),
+                              "415": error("the body is not application/json"),
+                              "503": UNAVAILABLE},
             } for method, suffix in (("put", ""), ("post", "Post"))},
         },
         "/api/stats": {
             "get": {
                 "operationId": "getStats",
                 "summary": "Jobs per status (a count over the whole table)",
-                "responses": {"200": _data(_ref("Stats"), "the counts"), "503": _UNAVAILABLE},
+                "responses": {"200": _data(ref("Stats"), "the counts"), "503": UNAVAILABLE},
             },
         },
         "/api/openapi.json": {
@@ -574,86 +440,37 @@ OPENAPI["components"]["securitySchemes"] = {
 }
 # Any route may also answer these; the envelope is the same.
 COMMON_ERRORS: dict[str, dict[str, Any]] = {
-    "401": _error("no bearer token, or not a valid one (only when API_TOKENS or API_READ_TOKENS is set); "
+    "401": error("no bearer token, or not a valid one (only when API_TOKENS or API_READ_TOKENS is set); "
                   "WWW-Authenticate says which"),
-    "403": _error("a read-only token (API_READ_TOKENS) was used for a call that changes something; or, "
+    "403": error("a read-only token (API_READ_TOKENS) was used for a call that changes something; or, "
                   "without tokens, a Host or Origin that is not this API's (forbidden_host, forbidden_origin)"),
-    "405": _error("method not allowed (Allow lists the methods)"),
-    "500": _error("an unexpected error; the message is hidden and the error logged"),
+    "405": error("method not allowed (Allow lists the methods)"),
+    "500": error("an unexpected error; the message is hidden and the error logged"),
 }
-for _item in OPENAPI["paths"].values():
-    for _op in _item.values():
-        for _status, _response in COMMON_ERRORS.items():
-            _op["responses"].setdefault(_status, _response)
 
 
-_COMPONENT = re.compile(r"[^A-Za-z0-9._-]")
+def with_common_errors(paths: dict[str, Any]) -> dict[str, Any]:
+    """The path items with the errors any route may answer added to each operation."""
+    paths = copy.deepcopy(paths)
+    for item in paths.values():
+        for op in item.values():
+            for status, response in COMMON_ERRORS.items():
+                op["responses"].setdefault(status, response)
+    return paths
 
 
-def _component_name(task_name: str, taken: set[str]) -> str:
-    """Payload.<name>, the characters a component name may not hold made _, and numbered when another
-    type's name came out the same (send email beside send_email: Payload.send_email_2)."""
-    base = "Payload." + _COMPONENT.sub("_", task_name)
-    name, n = base, 1
-    while name in taken:
-        n += 1
-        name = f"{base}_{n}"
-    taken.add(name)
-    return name
+OPENAPI["paths"] = with_common_errors(OPENAPI["paths"])
 
 
-def _hoist(schema: dict[str, Any], prefix: str, into: dict[str, Any]) -> dict[str, Any]:
-    """The schema with its $defs moved to components (named prefix.Def) and its refs rewritten."""
-    schema = copy.deepcopy(schema)
-    defs = schema.pop("$defs", {})
-
-    def rewrite(node: Any) -> Any:
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#/$defs/"):
-                node = {**node, "$ref": f"#/components/schemas/{prefix}.{_COMPONENT.sub('_', ref[8:])}"}
-            return {k: rewrite(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [rewrite(v) for v in node]
-        return node
-
-    for name, sub in defs.items():
-        into[f"{prefix}.{_COMPONENT.sub('_', name)}"] = rewrite(sub)
-    return rewrite(schema)
-
-
-def create_job_schemas(task_types: list[tuple[str, dict[str, Any], str | None]]) -> dict[str, Any]:
-    """CreateJob (from the request model) and one payload schema per registered task type: the body
-    of POST /api/jobs is one of CreateJob's shapes, one per type."""
-    from .api import JobRequest
-
-    out: dict[str, Any] = {}
-    base = _hoist(JobRequest.model_json_schema(), "CreateJob", out)
-    variants = []
-    taken: set[str] = set()
-    # Names that are valid component names as they are keep them; the others are numbered if need be.
-    components = {name: _component_name(name, taken)
-                  for name, _, _ in sorted(task_types, key=lambda t: _COMPONENT.search(t[0]) is not None)}
-    for name, payload_schema, description in task_types:
-        component = components[name]
-        payload = _hoist(payload_schema, component, out)
-        if description and "description" not in payload:
-            payload["description"] = description
-        out[component] = payload
-        variant = copy.deepcopy(base)
-        variant["title"] = f"CreateJob.{name}"
-        variant["properties"]["type"] = {"const": name}
-        variant["properties"]["payload"] = _ref(component)
-        variants.append(variant)
-    out["CreateJob"] = {"oneOf": variants, "description": "a job of one registered task type"} if variants else base
-    return out
-
-
-def document(*, auth_required: bool, task_types: list[tuple[str, dict[str, Any], str | None]]) -> dict[str, Any]:
-    """The document as served: the request body made from the registered task types, and a
-    bearer-token security requirement when the server asks for one."""
+def document(*, auth_required: bool, task_types: list[tuple[str, dict[str, Any], str | None]],
+             extra_paths: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The document as served: the request body made from the registered task types, the paths the
+    task modules added (app/extensions.py), and a bearer-token security requirement when the server
+    asks for one."""
     doc = {**OPENAPI, "components": {**OPENAPI["components"],
                                      "schemas": {**SCHEMAS, **create_job_schemas(task_types)}}}
+    if extra_paths:
+        doc["paths"] = {**OPENAPI["paths"], **with_common_errors(extra_paths)}
     if auth_required:
         doc["security"] = [{"bearerAuth": []}]
     return doc

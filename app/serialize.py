@@ -1,16 +1,11 @@
-"""Turning the typed rows of pgqw.db into the API's JSON (camelCase, times in UTC with Z),
-and the opaque keyset cursor of the job list."""
+"""The API's way of writing times (UTC with Z; app/models/ builds the answers), and the opaque
+keyset cursor of the job list."""
 from __future__ import annotations
 
 import base64
 import binascii
 import uuid
 from datetime import datetime, timezone
-from typing import Any
-
-from pgqw import db
-
-READY_STATUSES = ("pending", "failed")
 
 
 def iso(value: datetime | None) -> str | None:
@@ -18,46 +13,6 @@ def iso(value: datetime | None) -> str | None:
     if value is None:
         return None
     return value.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def flyer_path(job_id: uuid.UUID | str) -> str:
-    return f"/api/jobs/{job_id}/flyer"
-
-
-def result_path(job: db.Job) -> str:
-    """Where a succeeded job's result is served: the demo's flyers at /flyer, every other type at /result."""
-    return flyer_path(job.id) if job.type == "listing_flyer" else f"/api/jobs/{job.id}/result"
-
-
-def job_json(job: db.Job) -> dict[str, Any]:
-    return {
-        "id": str(job.id),
-        "type": job.type,
-        "queue": job.queue,
-        "priority": job.priority,
-        "status": job.status,
-        "attempts": job.attempts,
-        "maxAttempts": job.max_attempts,
-        "lastError": job.last_error,
-        "nextAttemptAt": iso(job.run_at) if job.status in READY_STATUSES else None,
-        "createdAt": iso(job.created_at),
-        "startedAt": iso(job.started_at),
-        "finishedAt": iso(job.finished_at),
-        "lockedBy": job.locked_by,
-        "payload": job.payload,
-        "resultUrl": result_path(job) if job.status == "succeeded" else None,
-    }
-
-
-def attempt_json(attempt: db.Attempt) -> dict[str, Any]:
-    return {
-        "attempt": attempt.attempt,
-        "workerId": attempt.worker_id,
-        "startedAt": iso(attempt.started_at),
-        "finishedAt": iso(attempt.finished_at),
-        "outcome": attempt.outcome,
-        "error": attempt.error,
-    }
 
 
 class BadCursor(ValueError):

@@ -1,7 +1,7 @@
 """What every section shares: the sizes of a run, the figures it records, client processes that
 start together, CPU accounting, and small database helpers.
 
-The product keeps its SQL in pgqw/db.py. The benchmark also reads statistics views and builds its
+The product keeps its SQL in pgqw/db/. The benchmark also reads statistics views and builds its
 own bare comparison tables (bench/raw.py); that SQL lives here and in bench/, never in the product.
 """
 from __future__ import annotations

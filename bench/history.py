@@ -16,7 +16,9 @@ through the tables' constraints, foreign keys and indexes, none dropped. It then
 EXPLAIN (ANALYZE, BUFFERS) of every statement it runs (auto_explain) and its figures beside exact
 counts (where they are estimates), then starts a real `pgqw api` (pgqw.launch, METRICS_CACHE_MS=0 so
 every scrape runs the query) and times GET /metrics, /api/stats and /api/queues the same way, over one
-kept-alive HTTP connection as a scraper or the page holds. The database is dropped at the end unless --keep.
+kept-alive HTTP connection as a scraper or the page holds, and the console's job list (the first page,
+a status's, a search by queue and type) the same way. It also times a worker's claim of 10 ready jobs
+and their success (claim_jobs, mark_jobs_succeeded) next to the history, each in a transaction rolled back. The database is dropped at the end unless --keep.
 """
 from __future__ import annotations
 
@@ -44,6 +46,10 @@ from .run import BenchError, code_facts, machine_facts, server, server_facts
 
 ATTEMPTS_PER_JOB = 2.52  # what the shape below gives: succeeded 1 to 4 attempts, dead 5, cancelled 1
 PATHS = ("/metrics", "/api/stats", "/api/queues")
+# The console's job list over the history: the first page newest first, a status's, a search.
+LIST_PATHS = ("/api/jobs?limit=50", "/api/jobs?status=dead&limit=50", "/api/jobs?status=pending&limit=50",
+              "/api/jobs?queue=reports&type=noop&limit=50")
+CLAIM_BATCH = 10  # jobs per timed claim_jobs
 
 # One statement per table. Job i (1 … :jobs, oldest first, created over the last 7 days) is, counted
 # from the newest: :processing processing, then :failed failed (waiting for a retry, half of them
@@ -192,7 +198,7 @@ def accuracy(conn: psycopg.Connection) -> list[str]:
 
 def summary(name: str, values_ms: list[float], first_ms: float | None = None, extra: str = "") -> str:
     first = f"first {first_ms:8.1f}, " if first_ms is not None else ""
-    return (f"{name:<22} {first}median {percentile(values_ms, 50):8.1f} ms, p95 {percentile(values_ms, 95):8.1f} ms, "
+    return (f"{name:<46} {first}median {percentile(values_ms, 50):8.1f} ms, p95 {percentile(values_ms, 95):8.1f} ms, "
             f"max {max(values_ms):8.1f} ms over {len(values_ms)}{extra}")
 
 
@@ -204,6 +210,22 @@ def time_queue_stats(conn: psycopg.Connection, runs: int) -> tuple[float, list[f
         rows = len(conn.execute("select * from queue_stats()").fetchall())
         times.append((time.perf_counter() - t0) * 1000)
     return times[0], times[1:], rows
+
+
+def time_claims(conn: psycopg.Connection, runs: int) -> tuple[float, list[float]]:
+    """claim_jobs of CLAIM_BATCH ready jobs, then mark_jobs_succeeded of them, in a transaction rolled
+    back (the backlog stays as it was for the next run): what a worker's claim and success cost next to
+    the history, without the commit's wait for the disk."""
+    times = []
+    for _ in range(runs + 1):
+        t0 = time.perf_counter()
+        with conn.transaction(force_rollback=True):
+            claimed = conn.execute("select (c.job).id, c.lease_token from claim_jobs('history', %s) c",
+                                   [CLAIM_BATCH]).fetchall()
+            conn.execute("select * from mark_jobs_succeeded(%s::uuid[], %s::uuid[])",
+                         [[row[0] for row in claimed], [row[1] for row in claimed]]).fetchall()
+        times.append((time.perf_counter() - t0) * 1000)
+    return times[0], times[1:]
 
 
 def explain_queue_stats(conn: psycopg.Connection) -> list[str]:
@@ -257,13 +279,16 @@ def measure(dsn: str, runs: int, scrapes: int, work_dir: Path, log) -> list[str]
         first, times, rows = time_queue_stats(conn, runs)
         out.append(summary("select queue_stats()", times, first, f" ({rows} rows)"))
         log(out[-1])
+        first, times = time_claims(conn, runs)
+        out.append(summary(f"claim {CLAIM_BATCH} + success", times, first, " (claim_jobs, mark_jobs_succeeded; rolled back)"))
+        log(out[-1])
         plan = explain_queue_stats(conn)
         checked = accuracy(conn)
     api = launch.start_api(0, env={"METRICS_CACHE_MS": "0"}, database_url=dsn, log=work_dir / "api.log", cwd=ROOT)
     try:
         api.wait_ready(timeout=60)
         assert api.url
-        for line in time_http(api.url, PATHS, scrapes):
+        for line in time_http(api.url, PATHS + LIST_PATHS, scrapes):
             out.append(line)
             log(line)
     finally:

@@ -19,12 +19,14 @@ from .common import connect
 NOOP = "noop"
 
 
-def enqueue_noops(conn: psycopg.Connection, n: int, *, prefix: str | None = None, chunk: int = 5_000) -> None:
-    """n ready noop jobs through enqueue_jobs, in the caller's transaction if it opened one."""
+def enqueue_noops(conn: psycopg.Connection, n: int, *, prefix: str | None = None, chunk: int = 5_000,
+                  type_: str = NOOP) -> None:
+    """n ready noop jobs (or jobs of type_, with an empty payload) through enqueue_jobs, in the caller's
+    transaction if it opened one."""
     prefix = prefix or uuid.uuid4().hex[:8]
     for start in range(0, n, chunk):
         db.enqueue_jobs(conn, jobs=[
-            {"type": NOOP, "payload": {}, "idempotency_key": f"{prefix}-{i}"}
+            {"type": type_, "payload": {}, "idempotency_key": f"{prefix}-{i}"}
             for i in range(start, min(n, start + chunk))
         ])
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import peers
+from . import brokers, peers
 from .common import Results, Row
 
 NOTES_START = "<!-- notes:start -->"
@@ -20,6 +20,7 @@ SECTION_TITLES = {
     "enqueue": "Enqueue",
     "drain": "Drain",
     "peers": "Peers: procrastinate and pgqueuer",
+    "brokers": "Peers on brokers: Celery and Dramatiq",
     "latency": "Latency",
     "delayed": "Delayed jobs and retries: lateness",
     "depth": "Depth",
@@ -83,6 +84,35 @@ def _ceiling_target(r: Results, name: str, key: str, goal: float, unit: str = "m
                    f"≤ {goal:g} {unit}", met, gap)
 
 
+def _profile_target(r: Results, name: str, key: str, base: str, field: str) -> Verdict:
+    """key's figure (the median repetition's profile field) at most base's."""
+    ours, theirs = _profile_median(r, key, field), _profile_median(r, base, field)
+    if ours is None or theirs is None:
+        return Verdict(name, "not measured", "≤ 1×", None, "")
+    x = ours / theirs
+    return Verdict(name, f"{ours:.3f} vs {theirs:.3f} ms ({x:.2f}×)", "≤ 1×", x <= 1,
+                   f"margin {1 - x:.0%}" if x <= 1 else f"missed by {x - 1:.0%}")
+
+
+def _profile_median(r: Results, key: str, field: str) -> float | None:
+    values = sorted(p[field] for p in r.profiles.get(key, []) if isinstance(p.get(field), (int, float))
+                    and not math.isnan(p[field]))
+    return values[len(values) // 2] if values else None
+
+
+def _ceiling_vs_target(r: Results, name: str, key: str, *others: str) -> Verdict:
+    """key's median at most every other's (figures where lower is better)."""
+    row = r.rows.get(key)
+    theirs = [r.rows[o] for o in others if o in r.rows and r.rows[o].values]
+    if row is None or not row.values or not theirs:
+        return Verdict(name, "not measured", "≤ the peers'", None, "")
+    best = min(theirs, key=lambda t: t.median)
+    met = row.median <= best.median
+    return Verdict(name, f"{fmt(row.median, 'ms')} vs {fmt(best.median, 'ms')} ms ({best.label.split(',')[0]})",
+                   "≤ the peers'", met, f"margin {best.median - row.median:.2f} ms" if met
+                   else f"missed by {row.median - best.median:.2f} ms ({row.median / best.median - 1:+.0%})")
+
+
 def verdicts(r: Results) -> list[Verdict]:
     procs = r.facts.get("sizes", {}).get("procs", [4])
     p = max(procs) if procs else 4
@@ -116,10 +146,24 @@ def verdicts(r: Results) -> list[Verdict]:
         _ratio_target(r, "Depth: claim rate at the deep backlog ≥ 80 % of the rate at the small one",
                       "depth.large", "depth.small", 0.80),
     ]
-    # The runtime and the functions against the peers and the raw ceiling of the same run.
+    # The runtime and the functions against the peers, the brokers and the raw ceiling of the same run.
     out += [
-        _ratio_target(r, f"pgqw worker, concurrency 10, batch claims, {p} proc: ≥ pgqueuer's drain at its defaults",
-                      f"worker.c10.batch.p{p}", f"peer.pgqueuer.drain.default.p{p}", 1.0),
+        _ratio_target(r, f"pgqw worker, concurrency 10, batch claims, {p} proc: ≥ 1.3 × pgqueuer's drain at its defaults",
+                      f"worker.c10.batch.p{p}", f"peer.pgqueuer.drain.default.p{p}", 1.3),
+        _ratio_target(r, f"pgqw worker at its default concurrency, batch claims, {p} proc: ≥ 2 × pgqueuer's drain "
+                         "at its defaults", f"worker.batch.p{p}", f"peer.pgqueuer.drain.default.p{p}", 2.0),
+        _profile_target(r, f"pgqw worker, concurrency 10, batch claims, {p} proc: server CPU per job ≤ pgqueuer's",
+                        f"worker.c10.batch.p{p}", f"peer.pgqueuer.drain.default.p{p}", "server_cpu_ms_per_job"),
+        _ratio_target(r, f"pgqw worker, concurrency 10, batch claims, {p} proc: ≥ 8 × Celery on Redis",
+                      f"worker.c10.batch.p{p}", f"broker.celery-redis.drain.p{p}", 8.0),
+        _ratio_target(r, f"pgqw worker, concurrency 10, batch claims, {p} proc: ≥ 3.5 × Celery on RabbitMQ",
+                      f"worker.c10.batch.p{p}", f"broker.celery-rabbitmq.drain.p{p}", 3.5),
+        _ceiling_vs_target(r, "Latency with LISTEN, 1 proc: p50 ≤ pgqueuer's", "worker.latency.listen.p1.p50",
+                           "peer.pgqueuer.latency.p1.p50"),
+        _ceiling_vs_target(r, "Latency with LISTEN, 1 proc: p99 the lowest of the peers", "worker.latency.listen.p1.p99",
+                           *(k for k in r.rows if k.startswith("peer.") and k.endswith(".latency.p1.p99"))),
+        _ceiling_target(r, "Row versions made dead per job ≤ 2.0", "bloat.dead_per_job", 2.0, "dead/job"),
+        _ratio_target(r, "enqueue_jobs: ≥ 60 % of a raw batch insert", "fn.enqueue_jobs", "raw.insert.batch", 0.60),
         _ratio_target(r, f"pgqw worker, concurrency 1, {p} proc: ≥ 1.5 × procrastinate's drain at concurrency 1",
                       f"worker.c1.single.p{p}", f"peer.procrastinate.drain.c1.p{p}", 1.5),
         _ratio_target(r, f"Stored functions, 1 per claim, {p} proc: ≥ 60 % of the raw single-claim ceiling",
@@ -160,6 +204,7 @@ def table_lines(r: Results) -> list[str]:
                      f"{fmt(row.max, row.unit):>10} {row.unit:<8} "
                      f"{(f'{ratio:.2f}' if ratio is not None else '–'):>8}  {row.baseline or ''}")
     lines += peers.table_lines(r)
+    lines += brokers.table_lines(r)
     lines.append("")
     lines.append("Targets:")
     for v in verdicts(r):
@@ -340,9 +385,9 @@ def markdown(r: Results, *, command: str, notes: str, chart_path: str | None, li
     out.append("## Results")
     for section, title in SECTION_TITLES.items():
         rows = [row for row in r.rows.values() if row.section == section]
-        if not rows:
+        if not rows and not (section == "brokers" and r.facts.get("brokers")):  # a skipped broker still says so
             continue
-        out += ["", f"### {title}", ""] + _md_rows(r, rows)
+        out += ["", f"### {title}", ""] + (_md_rows(r, rows) if rows else [])
         if section == "drain" and chart_path:
             out += ["", f"![throughput against worker processes]({chart_path})"]
         if section == "latency":
@@ -358,6 +403,8 @@ def markdown(r: Results, *, command: str, notes: str, chart_path: str | None, li
                     out.append(f"| {k.replace('worker.latency.', '')} | {calls:.2f} | {ms:.3f} |")
         if section == "peers":
             out += peers.markdown_lines(r)
+        if section == "brokers":
+            out += brokers.markdown_lines(r)
         if section == "drain":
             prof = _profile_lines(r)
             if prof:

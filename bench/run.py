@@ -4,7 +4,10 @@
                                    # docs/images/bench-drain.png and docs/evidence/bench-results.txt
     pgqw bench --quick             # smoke run (~1 min): prints the table, writes nothing under docs/
     pgqw bench --only raw,drain    # some sections (the raw ceiling is always measured first)
-    pgqw bench --no-peers          # without procrastinate and pgqueuer (bench/peers.py)
+    pgqw bench --no-peers          # without procrastinate and pgqueuer (bench/peers.py), Celery and
+                                   # Dramatiq (bench/brokers.py)
+    pgqw bench --only brokers      # Celery on Redis and RabbitMQ, Dramatiq on Redis (each skipped
+                                   # when its broker does not answer)
     pgqw bench --dsn postgresql://postgres@127.0.0.1:5432/postgres --label after
     pgqw bench --render docs/evidence/bench-results.txt   # docs again from a run, e.g. after
                                                                     # editing the notes in benchmarks.md
@@ -214,11 +217,13 @@ def run(args: argparse.Namespace) -> Results:
     if getattr(args, "reps", None):
         sizes = replace(sizes, reps=args.reps)
     sections = parse_sections(getattr(args, "only", None))
-    # The peers (procrastinate, pgqueuer): skipped with --no-peers, and in a profile without them
-    # (tiny, the CI smoke run) unless asked for by name with --only.
+    # The peers (procrastinate, pgqueuer; Celery and Dramatiq on their brokers): skipped with
+    # --no-peers, and in a profile without them (tiny, the CI smoke run) unless asked for by name
+    # with --only.
     wanted = [x.strip() for x in (getattr(args, "only", None) or "").split(",")]
-    if getattr(args, "no_peers", False) or (not sizes.peers and "peers" not in wanted):
-        sections = [x for x in sections if x != "peers"]
+    for peer_section in ("peers", "brokers"):
+        if getattr(args, "no_peers", False) or (not sizes.peers and peer_section not in wanted):
+            sections = [x for x in sections if x != peer_section]
     results = Results()
     verbose = not getattr(args, "silent", False)
     started = time.time()
@@ -325,8 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dsn", help="a superuser DSN of the server to use (default BENCH_DATABASE_URL, then "
                                  "the local server, then an embedded one)")
     p.add_argument("--reps", type=int, help="repetitions of every figure (default 3)")
-    p.add_argument("--no-peers", action="store_true", help="skip the peers section (procrastinate and pgqueuer, "
-                                                           "from the bench extra)")
+    p.add_argument("--no-peers", action="store_true", help="skip the peers sections (procrastinate and pgqueuer; "
+                                                           "Celery and Dramatiq: from the bench extra)")
     p.add_argument("--label", help="names the evidence file docs/evidence/bench-LABEL.txt")
     p.add_argument("--out", help="folder of the evidence file (default docs/evidence)")
     p.add_argument("--chart", help="also draw the chart here (when docs are not written)")

@@ -2,7 +2,7 @@
 
 Keys name what a row is: raw.* the ceiling, fn.* our stored functions driven by a bare client,
 worker.* real `pgqw worker` processes, api.* the HTTP API, peer.* procrastinate and pgqueuer
-(bench/peers.py). Every row names the raw row it is a
+(bench/peers.py), broker.* Celery and Dramatiq (bench/brokers.py). Every row names the raw row it is a
 ratio to (its baseline), measured in the same run.
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ import psycopg
 from pgqw import db
 
 from . import queue, raw
+from .brokers import section_brokers
 from .common import (
     Context,
     CpuWindow,
@@ -41,7 +42,7 @@ from .delayed import section_delayed
 from .peers import section_peers
 from .procs import Api, Workers
 
-SECTIONS = ("raw", "enqueue", "http", "drain", "peers", "latency", "delayed", "depth", "bloat", "empty")
+SECTIONS = ("raw", "enqueue", "http", "drain", "peers", "brokers", "latency", "delayed", "depth", "bloat", "empty")
 
 LISTING = {
     "title": "3-bedroom apartment in Yaba",
@@ -617,5 +618,6 @@ RUNNERS: dict[str, Callable[[Context], None]] = {
     "bloat": section_bloat,
     "empty": section_empty,
     "peers": section_peers,  # bench/peers.py: procrastinate and pgqueuer beside ours
+    "brokers": section_brokers,  # bench/brokers.py: Celery and Dramatiq on Redis and RabbitMQ
     "delayed": section_delayed,  # bench/delayed.py: jobs for later, and retries, start on time
 }

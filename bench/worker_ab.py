@@ -4,10 +4,12 @@ change to the worker or the SQL, run at the old and at the new commit, alternati
 
     python -m bench.worker_ab --jobs 20000 --concurrency 10 --batch-claim --procs 4
     python -m bench.worker_ab --jobs 12000 --concurrency 1 --procs 4
+    python -m bench.worker_ab --jobs 20000 --concurrency 10 --batch-claim --procs 4 --async-handlers
 
 Each run makes a scratch database on the server (--dsn, else BENCH_DATABASE_URL, else the local
 server), migrates it from this checkout, starts the workers idle and listening, enqueues the no-op
-jobs in one transaction and waits until all succeeded. Printed: jobs/s (jobs ÷ (last attempt finished
+jobs in one transaction (with --async-handlers, the same no-op as an `async def` handler:
+bench/async_tasks.py) and waits until all succeeded. Printed: jobs/s (jobs ÷ (last attempt finished
 − first attempt started), from job_attempts), the workers' and the server's CPU per job (/proc), and
 transactions per job (pg_stat_database). The database is dropped at the end.
 """
@@ -33,14 +35,15 @@ from pgqw import (  # demo: its @task definitions, the noop task among them
 )
 from pgqw.migrate import migrate
 
+from .async_tasks import NOOP_ASYNC
 from .common import ROOT, ServerCpu, database_commits, proc_cpu_s
-from .queue import enqueue_noops
+from .queue import NOOP, enqueue_noops
 
 LOCAL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
 def drain(dsn: str, jobs: int, concurrency: int, batch_claim: bool, procs: int, sql_dir: Path | None = None,
-          functions: bool = False, env_extra: dict[str, str] | None = None) -> str:
+          functions: bool = False, env_extra: dict[str, str] | None = None, async_handlers: bool = False) -> str:
     name = f"pgqw_ab_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(dsn, autocommit=True) as admin:
         new_database(admin, name)
@@ -53,7 +56,7 @@ def drain(dsn: str, jobs: int, concurrency: int, batch_claim: bool, procs: int, 
         migrate(url, log=lambda line: None, **({"sql_dir": sql_dir} if sql_dir else {}))
         with psycopg.connect(url, autocommit=True) as conn:
             db.register_task_types(conn, types=[t.registration() for t in tasks.registry])
-            env = {"PGQW_TASKS": "pgqw.demo", "WORKER_BATCH_CLAIM": "1" if batch_claim else "0",
+            env = {"PGQW_TASKS": "pgqw.demo,bench.async_tasks" if async_handlers else "pgqw.demo", "WORKER_BATCH_CLAIM": "1" if batch_claim else "0",
                    "WORKER_LISTEN": "1", "WORKER_CONCURRENCY": str(concurrency), "POLL_INTERVAL_MS": "1000",
                    "SIM_MIN_LATENCY_MS": "0", "SIM_MAX_LATENCY_MS": "0", "SIM_FAILURE_RATE": "0",
                    **(env_extra or {})}
@@ -66,7 +69,7 @@ def drain(dsn: str, jobs: int, concurrency: int, batch_claim: bool, procs: int, 
             commits0, server0 = database_commits(conn), server.seconds()
             workers0 = sum(proc_cpu_s(w.pid) for w in workers)
             with conn.transaction():
-                enqueue_noops(conn, jobs)
+                enqueue_noops(conn, jobs, type_=NOOP_ASYNC if async_handlers else NOOP)
             while conn.execute("select count(*) from jobs where status <> 'succeeded'").fetchone()[0]:
                 if not all(w.alive() for w in workers):
                     raise SystemExit("a worker exited during the drain")
@@ -93,7 +96,7 @@ def drain(dsn: str, jobs: int, concurrency: int, batch_claim: bool, procs: int, 
         shutil.rmtree(logs, ignore_errors=True)
         with psycopg.connect(dsn, autocommit=True) as admin:
             admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
-    return (f"concurrency {concurrency}, batch claim {'on' if batch_claim else 'off'}, {procs} proc: "
+    return (f"{'async' if async_handlers else 'plain'} handlers, concurrency {concurrency}, batch claim {'on' if batch_claim else 'off'}, {procs} proc: "
             f"{float(rate):,.0f} jobs/s, worker CPU {worker_s / jobs * 1000:.3f} ms/job, server CPU "
             f"{server_s / jobs * 1000:.3f} ms/job, transactions/job {commits / jobs:.2f}{calls}")
 
@@ -111,9 +114,12 @@ def main() -> None:
                    help="also the stored functions' calls and time per job (track_functions), after the workers stop")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="a setting for the workers (WORKER_LOG_JOBS=0, ...); repeatable")
+    p.add_argument("--async-handlers", action="store_true",
+                   help="the no-op as an async def handler (bench/async_tasks.py) instead of the demo's plain one")
     a = p.parse_args()
     env = dict(e.split("=", 1) for e in a.env)
-    print(drain(a.dsn, a.jobs, a.concurrency, a.batch_claim, a.procs, a.sql_dir, a.functions, env), flush=True)
+    print(drain(a.dsn, a.jobs, a.concurrency, a.batch_claim, a.procs, a.sql_dir, a.functions, env,
+                async_handlers=a.async_handlers), flush=True)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from . import client, hooks
-    from .client import JobNotFinished, JobNotFound, JobTimeout, Queue
+    from .client import JobNotFinished, JobNotFound, JobTimeout, Queue, workflow
+    from .errors import Snooze
     from .tasks import Context, File, PermanentError, Retry, Schedule, Task, task
 
 try:
@@ -37,11 +38,12 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "Context": ("pgqw.tasks", "Context"), "File": ("pgqw.tasks", "File"),
     "PermanentError": ("pgqw.tasks", "PermanentError"), "Retry": ("pgqw.tasks", "Retry"),
     "Schedule": ("pgqw.tasks", "Schedule"), "Task": ("pgqw.tasks", "Task"), "task": ("pgqw.tasks", "task"),
+    "Snooze": ("pgqw.errors", "Snooze"), "workflow": ("pgqw.client", "workflow"),
 }
 
 __all__ = [
     "Context", "File", "JobNotFinished", "JobNotFound", "JobTimeout", "PermanentError", "Queue", "Retry",
-    "Schedule", "Task", "__version__", "client", "hooks", "task",
+    "Schedule", "Snooze", "Task", "__version__", "client", "hooks", "task", "workflow",
 ]
 assert set(__all__) == {"__version__", *_PUBLIC}
 

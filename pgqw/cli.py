@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import uuid
+from datetime import datetime, timedelta, timezone
 from typing import Callable, NoReturn, Sequence
 
 import psycopg
@@ -25,6 +27,44 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def moment(text: str) -> timedelta | datetime:
+    """--since / --until: a length of time ago (as --older-than: 30m, 12h, 7d) or an ISO 8601 time
+    (2026-01-31T12:00:00+00:00; one without an offset is UTC)."""
+    try:
+        return duration(text)
+    except argparse.ArgumentTypeError:
+        pass
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a time ago (a whole number and a unit: 30m, 12h, 7d) or an ISO 8601 time such as "
+            f"2026-01-31T12:00:00Z, got {text!r}") from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+
+
+def an_id(text: str) -> uuid.UUID:
+    """A full UUID (a workflow's or a batch's id)."""
+    try:
+        return uuid.UUID(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a UUID, got {text!r}") from None
+
+
+def add_filters(p: argparse.ArgumentParser, *, times_of: str) -> None:
+    """The filters of pgqw retry and pgqw cancel (pgqw.tools_orchestration.FILTERS maps them to the
+    keywords of retry_dead_all and cancel_all); `times_of`: what --since and --until compare."""
+    p.add_argument("--type", help="jobs of this task type")
+    p.add_argument("--queue", help="jobs of this queue")
+    p.add_argument("--error", metavar="TEXT", help="jobs whose last error contains TEXT (case-insensitive)")
+    p.add_argument("--since", type=moment, metavar="AGE|TIME",
+                   help=f"jobs {times_of} at or after this: a time ago (30m, 12h, 7d) or an ISO 8601 time")
+    p.add_argument("--until", type=moment, metavar="AGE|TIME",
+                   help=f"jobs {times_of} before this: a time ago (30m, 12h, 7d) or an ISO 8601 time")
+    p.add_argument("--workflow", type=an_id, metavar="ID", help="jobs of this workflow (its id, a UUID)")
+    p.add_argument("--batch", type=an_id, metavar="ID", help="jobs of this batch (its id, a UUID)")
 
 
 def _task_modules(args: argparse.Namespace, settings: config.Settings) -> tuple[str, ...]:
@@ -83,7 +123,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
     with psycopg.connect(url, autocommit=True) as conn:
         found = db.get_task_types(conn)
-    print(format_table(found, ["name", "queue", "priority", "max_attempts", "lease_ms", "description"]))
+    print(format_table(found, ["name", "queue", "priority", "max_attempts", "lease_ms", "timeout_ms", "expire_after_ms",
+                              "max_snoozes", "description"]))
     return 0
 
 
@@ -166,6 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--id", dest="worker_id", help="worker id (default WORKER_ID, else host-pid)")
     p.add_argument("--concurrency", type=whole(1), help="jobs at once (default WORKER_CONCURRENCY or 5)")
     p.add_argument("--queues", help="comma-separated queues to take jobs from (default: all)")
+    p.add_argument("--processes", type=whole(1), metavar="N",
+                   help="run N worker processes under a supervisor that replaces each one that ends (recycled, "
+                   "or crashed: after a backoff); with --id, process n is ID-n")
     p.add_argument("--tasks", action="append", metavar="MODULES",
                    help="import paths of the modules whose @task definitions this worker runs, comma-separated "
                    "or repeated (default PGQW_TASKS, else the demo's pgqw.demo); the current folder is on the path")
@@ -185,11 +229,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_lazy("pgqw.up", "cmd_up"))
 
     p = sub.add_parser("burst", help="send N jobs at once through the API",
-                       description="Send N listing_flyer jobs at once through the API, each with its own "
+                       description="Send N of the demo's jobs at once through the API, each with its own "
                        "idempotency key, and print a summary.")
     p.add_argument("n", type=whole(1), help="how many jobs")
     p.add_argument("--url", help="API base URL (default http://127.0.0.1:PORT)")
-    p.set_defaults(func=_lazy("pgqw.tools", "cmd_burst"))
+    p.set_defaults(func=_lazy("pgqw.demo.burst", "cmd_burst"))  # the demo's
 
     p = sub.add_parser("report", help="counts by status and the latest jobs; timeline; concurrency",
                        description="Print the queue reports. Without a subcommand: counts by status and "
@@ -202,27 +246,61 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("prefix", nargs="?", default="", help="worker id prefix (default: all workers)")
     p.set_defaults(func=_lazy("pgqw.tools", "cmd_report"))
 
-    p = sub.add_parser("cancel", help="cancel a job (a running one is asked to stop)",
-                       description="Cancel a job: a pending or failed job ends cancelled at once; a processing "
-                       "one is asked to stop, and ends cancelled when its worker stops. A finished job is "
-                       "refused (exit status 2).")
-    p.add_argument("job_id", help="the job's id, or enough of its start to name one job (dashes optional)")
-    p.set_defaults(func=_lazy("pgqw.tools", "cmd_cancel"))
+    p = sub.add_parser("cancel", help="cancel a job, or every job matching filters (a running one is asked to stop)",
+                       description="Cancel a job: a blocked, pending or failed job ends cancelled at once, and so "
+                       "does a dead one (its blocked dependents are cancelled with it); a processing one is asked "
+                       "to stop, and ends cancelled when its worker stops. Any other finished job is refused (exit "
+                       "status 2). With filters instead of JOB: every blocked, pending, failed or processing job "
+                       "matching all of them, in batches (one transaction each, locked rows skipped), and print "
+                       "how many. At least one filter, or --all.")
+    p.add_argument("job_id", nargs="?", metavar="JOB",
+                   help="the job's id, or enough of its start to name one job (dashes optional)")
+    add_filters(p, times_of="created")
+    p.add_argument("--status", action="append", metavar="STATUSES",
+                   help="only jobs in these statuses: blocked, pending, failed, processing (comma-separated or "
+                   "repeated; default all four)")
+    p.add_argument("--all", action="store_true", help="every blocked, pending, failed or processing job")
+    p.set_defaults(func=_lazy("pgqw.tools_orchestration", "cmd_cancel"))
 
-    p = sub.add_parser("check-idempotency", help="run one job's flyer work twice and count the flyers",
-                       description="Run the flyer work of one job twice, one after the other and then at "
-                       "the same moment, and count the flyers (must be 1).")
-    p.set_defaults(func=_lazy("pgqw.tools", "cmd_check_idempotency", needs="demo"))
+    p = sub.add_parser("retry", help="retry a dead job, or every dead job matching filters",
+                       description="Retry dead jobs: each goes back to pending with more attempts "
+                       "(queue_settings.retry_extra_attempts). With JOB, that job (any other status is refused, "
+                       "exit status 2); with filters, every dead job matching all of them, in batches (one "
+                       "transaction each, locked rows skipped), and print how many. At least one filter, or --all.")
+    p.add_argument("job_id", nargs="?", metavar="JOB",
+                   help="the job's id, or enough of its start to name one job (dashes optional)")
+    add_filters(p, times_of="that died")
+    p.add_argument("--all", action="store_true", help="every dead job")
+    p.set_defaults(func=_lazy("pgqw.tools_orchestration", "cmd_retry"))
+
+    p = sub.add_parser("workflow", help="a workflow's jobs as a tree, with each one's status",
+                       description="Print the jobs of a workflow (jobs enqueued with depends_on, and their parents) "
+                       "as a tree: each job under the job it waits for, with its status.")
+    p.add_argument("workflow_id", metavar="ID",
+                   help="the workflow's id, or the id of any of its jobs (or enough of its start to name one job)")
+    p.set_defaults(func=_lazy("pgqw.tools_orchestration", "cmd_workflow"))
+
+    p = sub.add_parser("batch", help="a batch's jobs counted by status, and its callback job",
+                       description="Print a batch's jobs counted by status, when every one of them had finished, "
+                       "and the callback job enqueued then.")
+    p.add_argument("batch_id", type=an_id, metavar="ID", help="the batch's id (a UUID)")
+    p.set_defaults(func=_lazy("pgqw.tools_orchestration", "cmd_batch"))
+
+    p = sub.add_parser("check-idempotency", help="the demo's check: run one job's work twice, count its results",
+                       description="Run the demo task's work of one job twice, one after the other and then at "
+                       "the same moment, and count the results it stored (must be 1).")
+    p.set_defaults(func=_lazy("pgqw.demo.idempotency", "cmd_check_idempotency", needs="demo"))  # the demo's
 
     p = sub.add_parser("prune", help="delete old finished jobs with their attempts and results",
-                       description="Delete the finished jobs (succeeded, dead, cancelled) that finished longer "
+                       description="Delete the finished jobs (succeeded, dead, cancelled, expired) that finished longer "
                        "ago than --older-than, with their attempts and results, in batches (one transaction "
                        "each, locked rows skipped), and print how many. Workers also prune by themselves "
-                       "(PRUNE; their ages are queue_settings.prune_succeeded_after and prune_finished_after).")
+                       "(PRUNE; their ages are each task type's retain_succeeded and retain_failed, else "
+                       "queue_settings.prune_succeeded_after and prune_finished_after).")
     p.add_argument("--older-than", type=duration, required=True, metavar="AGE",
                    help="how long ago a job must have finished: a number and a unit, such as 7d, 12h, 30m")
     p.add_argument("--status", metavar="STATUSES",
-                   help="comma-separated final statuses (default: succeeded,dead,cancelled)")
+                   help="comma-separated final statuses (default: succeeded,dead,cancelled,expired)")
     p.add_argument("--batch", type=whole(1), metavar="N", help="jobs per transaction (default 1000, at most 100000)")
     p.set_defaults(func=_lazy("pgqw.tools", "cmd_prune"))
 
@@ -249,6 +327,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--create", action="store_true",
                    help="set up a queue that has no job, setting, worker, task type or schedule yet (else refused)")
     p.set_defaults(func=_lazy("pgqw.tools", "cmd_limit"))
+
+    p = sub.add_parser("key-limit", help="at most N of a queue's jobs running at once per concurrency key",
+                       description="Limit how many of a queue's jobs with the same concurrency key may be processing "
+                       "at once, across all workers (none removes the limit). A claim skips a key at its limit "
+                       "and takes other keys' jobs; jobs without a key are not limited by it.")
+    p.add_argument("queue", help="the queue's name")
+    p.add_argument("max_running", metavar="N|none", help="a whole number of at least 1, or none")
+    p.add_argument("--create", action="store_true",
+                   help="set up a queue that has no job, setting, worker, task type or schedule yet (else refused)")
+    p.set_defaults(func=_lazy("pgqw.tools_orchestration", "cmd_key_limit"))
 
     p = sub.add_parser("schedules", help="list the periodic jobs: cron, state, last and next slot",
                        description="List the schedules: task type, cron expression (UTC), catch-up rule, paused "

@@ -2,6 +2,11 @@
 variable, default, bounds and a line for the docs. load(), pgqw.launch's SETTINGS and the docs'
 settings tables (docs/tools/make_settings_doc.py) are derived from that.
 
+Every variable carries the PGQW_ prefix: a setting declared as HEARTBEAT_INTERVAL_MS is named
+PGQW_HEARTBEAT_INTERVAL_MS, and the name as declared stays readable as a deprecated alias (env_names()).
+A setting declared with the prefix (PGQW_SCHEMA, PGQW_TASKS, ...) has no alias. When both names are
+set the prefixed one wins; a ConfigError names the variable that was read.
+
 Queue rules (max attempts, backoff, lease) default to None here, meaning "use the row in the
 queue_settings table", which a DBA can change without a deploy. Setting the environment variable
 overrides the table for this process only, by passing the value as a stored-function argument.
@@ -15,11 +20,23 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class ConfigError(ValueError):
     """A setting has a value that cannot be used."""
+
+
+PREFIX = "PGQW_"
+
+
+def env_names(declared: str) -> tuple[str, ...]:
+    """The environment variables of the setting declared as `declared`, its own name first: PGQW_ +
+    the declared name, then the declared name (a deprecated alias); a name declared with the prefix is
+    its only one."""
+    return (declared,) if declared.startswith(PREFIX) else (PREFIX + declared, declared)
 
 
 def _int(name: str, default: int | None, *, minimum: int | None = None, maximum: int | None = None) -> int | None:
@@ -130,13 +147,14 @@ def default_worker_id() -> str:
 OPERATING = "operating"    # docs/operating.md, Settings
 RETENTION = "retention"    # docs/operating.md, Old jobs (retention)
 WORKER = "worker"          # docs/worker.md, Settings
+API = "api"                # docs/api.md, Authentication
 
 
 @dataclass(frozen=True)
 class Setting:
-    """One setting: its environment variable, how it is read, and what the docs say of it."""
+    """One setting: its environment variable (and aliases), how it is read, and what the docs say of it."""
 
-    env: str
+    env: str                                  # its name, PGQW_...
     doc: str                                  # one line: what it sets
     read: Callable[[str, Any], Any]           # (env, default) -> the value; raises ConfigError
     shown: str | None = None                  # the docs' default, when the default itself says too little
@@ -144,42 +162,64 @@ class Setting:
     # A child process inherits it from its parent even without inherit_settings (pgqw.launch).
     inherited: bool = False
     field: str | None = None                  # the Settings field (None: read elsewhere)
+    aliases: tuple[str, ...] = ()             # older names, still read when env is not set (deprecated)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every variable it is read from, in precedence order."""
+        return (self.env, *self.aliases)
+
+    def variable(self) -> str:
+        """The variable it is read from now: the first of its names set (a blank one counts as unset,
+        as it does for every setting), else its own name."""
+        for name in self.names:
+            raw = os.environ.get(name)
+            if raw is not None and raw.strip():
+                return name
+        return self.env
+
+    def value(self, default: Any = None) -> Any:
+        """Its value from the environment (default when unset); ConfigError names the variable read."""
+        return self.read(self.variable(), default)
 
 
-def _setting(read: Callable[[str, Any], Any], env: str, default: Any = None, *, doc: str,
+def _setting(read: Callable[[str, Any], Any], name: str, default: Any = None, *, doc: str,
              shown: str | None = None, tables: tuple[str, ...] = (OPERATING,),
              factory: Callable[[], Any] | None = None, repr: bool = True) -> Any:
-    meta = {"setting": Setting(env, doc, read, shown, tables)}
+    """A field declaring one setting; `name` as declared (see env_names(): the variables it is read from)."""
+    env, *aliases = env_names(name)
+    meta = {"setting": Setting(env, doc, read, shown, tables, aliases=tuple(aliases))}
     if factory is not None:
         return field(default_factory=factory, metadata=meta, repr=repr)
     return field(default=default, metadata=meta, repr=repr)
 
 
-def integer(env: str, default: int | None, *, minimum: int | None = None, maximum: int | None = None,
+def integer(name: str, default: int | None, *, minimum: int | None = None, maximum: int | None = None,
             **kw: Any) -> Any:
-    return _setting(functools.partial(_int, minimum=minimum, maximum=maximum), env, default, **kw)
+    return _setting(functools.partial(_int, minimum=minimum, maximum=maximum), name, default, **kw)
 
 
-def number(env: str, default: float, *, low: float, high: float, **kw: Any) -> Any:
-    return _setting(functools.partial(_float, low=low, high=high), env, default, **kw)
+def number(name: str, default: float, *, low: float, high: float, **kw: Any) -> Any:
+    return _setting(functools.partial(_float, low=low, high=high), name, default, **kw)
 
 
-def flag(env: str, default: bool, **kw: Any) -> Any:
-    return _setting(_bool, env, default, **kw)
+def flag(name: str, default: bool, **kw: Any) -> Any:
+    return _setting(_bool, name, default, **kw)
 
 
-def choice(env: str, default: str, choices: tuple[str, ...], **kw: Any) -> Any:
-    return _setting(functools.partial(_choice, choices=choices), env, default, **kw)
+def choice(name: str, default: str, choices: tuple[str, ...], **kw: Any) -> Any:
+    return _setting(functools.partial(_choice, choices=choices), name, default, **kw)
 
 
-def text(env: str, default: str | None = None, **kw: Any) -> Any:
-    return _setting(_text, env, default, **kw)
+def text(name: str, default: str | None = None, **kw: Any) -> Any:
+    return _setting(_text, name, default, **kw)
 
 
-def names(env: str, default: tuple[str, ...] | None, **kw: Any) -> Any:
-    return _setting(_names, env, default, **kw)
+def names(name: str, default: tuple[str, ...] | None, **kw: Any) -> Any:
+    return _setting(_names, name, default, **kw)
 
 
+# A field's name is written as declared: PGQW_ is put before it (see env_names()).
 @dataclass(frozen=True)
 class Settings:
     # Where the database is. None: the embedded server `pgqw up` runs in PGQW_DATA_DIR.
@@ -196,7 +236,7 @@ class Settings:
     # DATABASE_URL is PgBouncer in transaction mode: no server-side prepared statements, no session
     # options at connect (the roles' settings from `pgqw migrate` apply instead).
     pgbouncer: bool = flag(
-        "PGQW_PGBOUNCER", False, doc="`1`: `DATABASE_URL` is PgBouncer in transaction mode (see below)")
+        "PGQW_PGBOUNCER", False, doc="`1`: `PGQW_DATABASE_URL` is PgBouncer in transaction mode (see below)")
     data_dir: Path = _setting(
         _path, "PGQW_DATA_DIR", factory=lambda: Path.cwd() / ".pgdata", shown="`.pgdata` in the current folder",
         doc="where the embedded server keeps its data")
@@ -230,7 +270,7 @@ class Settings:
     poll_interval_ms: int = integer(
         "POLL_INTERVAL_MS", 1000, minimum=1, tables=(WORKER,),
         doc="claim at least this often while the last claim found jobs, while the LISTEN connection is down, and "
-            "always with `WORKER_LISTEN=0` (then also jobs whose `run_at` or retry time comes due; with LISTEN "
+            "always with `PGQW_WORKER_LISTEN=0` (then also jobs whose `run_at` or retry time comes due; with LISTEN "
             "they are woken for on time); a listening worker whose claim found nothing does not poll")
     sweep_interval_ms: int = integer(
         "SWEEP_INTERVAL_MS", 10000, minimum=1, tables=(WORKER,), doc="`sweep_stuck` this often (and at start)")
@@ -241,11 +281,23 @@ class Settings:
     shutdown_grace_ms: int = integer(
         "SHUTDOWN_GRACE_MS", 10000, minimum=0, tables=(WORKER,),
         doc="how long a stop waits for running jobs before handing them back")
+    # Recycling (worker/recycle.py): a process past one of these stops claiming, finishes or hands back
+    # what it holds and exits 0; `pgqw worker --processes N` replaces it at once. 0: no limit.
+    max_jobs: int = integer(
+        "WORKER_MAX_JOBS", 0, minimum=0, tables=(WORKER,), shown="`0` (no limit)",
+        doc="a worker process that has run this many jobs makes way for a fresh one")
+    max_memory_mb: int = integer(
+        "WORKER_MAX_MEMORY_MB", 0, minimum=0, tables=(WORKER,), shown="`0` (no limit)",
+        doc="a worker process whose resident memory passes this many MiB makes way for a fresh one")
+    max_leaked: int = integer(
+        "WORKER_MAX_LEAKED", 2, minimum=0, tables=(WORKER,),
+        doc="a worker process with more handler threads than this still running past their deadline (a sync "
+            "handler cannot be stopped) makes way for a fresh one")
     listen: bool = flag(
         "WORKER_LISTEN", True, tables=(WORKER,), doc="`LISTEN` for wake-ups; `0` for PgBouncer in transaction mode")
     # The LISTEN connection's URL (None: DATABASE_URL). Behind PgBouncer: the server, directly.
     listen_url: str | None = text(
-        "WORKER_LISTEN_URL", shown="`DATABASE_URL`", tables=(OPERATING, WORKER),
+        "WORKER_LISTEN_URL", shown="`PGQW_DATABASE_URL`", tables=(OPERATING, WORKER),
         doc="where the worker's LISTEN connection goes (behind PgBouncer: the server directly)")
     # The worker's sessions: a transaction left idle this long is ended by the server (0: off).
     worker_idle_in_transaction_timeout_ms: int = integer(
@@ -265,7 +317,7 @@ class Settings:
     batch_mark: bool = flag(
         "WORKER_BATCH_MARK", True, tables=(WORKER,),
         doc="successes are recorded by the recorder thread, up to 500 per `mark_jobs_succeeded` call; `0`: one "
-            "`mark_succeeded` per job. A file result (the flyer's PDF) is always recorded alone, with its own "
+            "`mark_succeeded` per job. A file result (such as a PDF) is always recorded alone, with its own "
             "`mark_succeeded`")
     # The per-job `start` and `success` log lines (WORKER_LOG_JOBS=0: off; failures and the rest stay).
     log_jobs: bool = flag(
@@ -277,7 +329,7 @@ class Settings:
     log_format: str = choice(
         "WORKER_LOG_FORMAT", "text", LOG_FORMATS, tables=(WORKER,),
         doc="`text`: the lines below ([Logs](#logs)); `json`: one JSON object per line, with the job's fields")
-    # Retention (worker/pruner.py): every PRUNE_INTERVAL_MS a worker deletes one batch of finished jobs
+    # Retention (worker/maintenance/pruner.py): every PRUNE_INTERVAL_MS a worker deletes one batch of finished jobs
     # (with their attempts and results) past the database's retention (queue_settings.prune_succeeded_after,
     # prune_finished_after). PRUNE=0 turns it off.
     prune: bool = flag("PRUNE", True, tables=(RETENTION,), doc="`0`: this worker prunes nothing")
@@ -287,36 +339,27 @@ class Settings:
     prune_batch: int = integer(
         "PRUNE_BATCH", 1000, minimum=1, maximum=100_000, tables=(RETENTION,),
         doc="jobs per `prune_expired_jobs` call (one transaction), 1 to 100000")
-    # Periodic jobs (worker/scheduler.py): every worker enqueues the due slots of the schedules table
+    # Periodic jobs (worker/maintenance/scheduler.py): every worker enqueues the due slots of the schedules table
     # (each slot once, whoever does it). SCHEDULER=0 turns it off in this worker.
     scheduler: bool = flag(
         "SCHEDULER", True, tables=(WORKER,),
         doc="enqueue the due slots of the `schedules` table ([schedules.md](schedules.md)); `0`: this worker "
             "only registers its code's schedules at start")
 
-    # Simulated faults of the demo work.
-    sim_min_latency_ms: int = integer(
-        "SIM_MIN_LATENCY_MS", 2000, minimum=0, tables=(WORKER,), doc="the demo's `listing_flyer`: shortest work")
-    sim_max_latency_ms: int = integer(
-        "SIM_MAX_LATENCY_MS", 4000, minimum=0, tables=(WORKER,),
-        doc="the demo's `listing_flyer`: longest work (not below `SIM_MIN_LATENCY_MS`)")
-    sim_failure_rate: float = number(
-        "SIM_FAILURE_RATE", 0.2, low=0.0, high=1.0, tables=(WORKER,),
-        doc="the demo's `listing_flyer`: 0 to 1; `1` makes every attempt fail, `0` none")
-
     # API.
     port: int = integer(
         "PORT", 3000, minimum=0,
         doc="the API's port (`pgqw api --port` and `pgqw up --port` take precedence)")
     public_url: str | None = text(
-        "PUBLIC_URL", shown="`http://127.0.0.1:$PORT`", tables=(OPERATING, WORKER),
-        doc="the address printed in flyers' QR codes")
+        "PUBLIC_URL", shown="`http://127.0.0.1:$PGQW_PORT`",
+        doc="the address people reach the API at: its host is answered without tokens (below), and links made "
+            "for people (`pgqw up`'s banner, links in results) start with it")
     max_body_bytes: int = integer(
         "MAX_BODY_BYTES", 64 * 1024, minimum=1, doc="the largest request body the API accepts")
     api_threads: int = integer("API_THREADS", 8, minimum=1, doc="waitress threads, and the API's pool size")
     api_processes: int = integer(
         "API_PROCESSES", 1, minimum=1,
-        doc="API server processes on the one port, each with `API_THREADS` threads and its own pool "
+        doc="API server processes on the one port, each with `PGQW_API_THREADS` threads and its own pool "
             "(`pgqw api --processes`)")
     # The server cancels an API statement after this; a request whose database work (all of it) has
     # not answered 1 s later gets its connection cut and a 503 (a frozen server). 0: no limit.
@@ -338,15 +381,15 @@ class Settings:
     # Without tokens, the Host and Origin names a request may carry beside loopback and PUBLIC_URL's
     # (app/auth.py): comma-separated `name` (any port) or `name:port`.
     api_allowed_hosts: tuple[str, ...] = names(
-        "API_ALLOWED_HOSTS", (), tables=(),
+        "API_ALLOWED_HOSTS", (), tables=(API,),
         doc="without tokens: more host names the API answers to (docs/api.md)")
     # /metrics: how long one queue_stats() answer is served to scrapes (0: every scrape runs it), and
     # bearer tokens a scrape must present (empty: /metrics is open).
     metrics_cache_ms: int = integer(
-        "METRICS_CACHE_MS", 5000, minimum=0, tables=(),
+        "METRICS_CACHE_MS", 5000, minimum=0, tables=(API,),
         doc="how long each API process serves one `queue_stats()` answer on `/metrics` (docs/api.md)")
     metrics_tokens: tuple[str, ...] = _setting(
-        _tokens, "METRICS_TOKEN", (), repr=False, tables=(), doc="bearer tokens `/metrics` asks for (docs/api.md)")
+        _tokens, "METRICS_TOKEN", (), repr=False, tables=(API,), doc="bearer tokens `/metrics` asks for (docs/api.md)")
 
     # migrate: create the pgqw_api / pgqw_worker / pgqw_admin roles (off where a managed database
     # forbids CREATE ROLE; grants then go to whichever of them a DBA made).
@@ -383,22 +426,43 @@ def load() -> Settings:
     defaults = {f.name: _default(f) for f in dataclasses.fields(Settings)}
     values = {}
     for setting in SETTINGS:
-        value = setting.read(setting.env, defaults.get(setting.field) if setting.field else None)
+        value = setting.value(defaults.get(setting.field) if setting.field else None)
         if setting.field is not None:
             values[setting.field] = value
-    s = Settings(**values)
-    if s.sim_max_latency_ms < s.sim_min_latency_ms:
-        raise ConfigError(
-            f"SIM_MAX_LATENCY_MS ({s.sim_max_latency_ms}) must not be below "
-            f"SIM_MIN_LATENCY_MS ({s.sim_min_latency_ms})"
-        )
-    return s
+    return Settings(**values)
+
+
+_UNSET: Any = object()
+
+
+def by_field(field: str) -> Setting:
+    """The setting of a Settings field."""
+    found = next((s for s in SETTINGS if s.field == field), None)
+    if found is None:
+        raise KeyError(f"Settings has no field {field!r}")
+    return found
+
+
+def read(field: str, default: Any = _UNSET) -> Any:
+    """One setting of Settings from the environment, the others unread (the field's default, or
+    `default`, when it is unset): for code that needs one, such as the database's URL."""
+    f = Settings.__dataclass_fields__[field]
+    return by_field(field).value(_default(f) if default is _UNSET else default)
+
+
+def declared(cls: Any) -> tuple[Setting, ...]:
+    """The settings of a dataclass whose fields are declared as Settings' are (integer(), flag(), ...):
+    how a task module declares its own (the demo's pgqw.demo.settings)."""
+    return tuple(dataclasses.replace(f.metadata["setting"], field=f.name) for f in dataclasses.fields(cls))
+
+
+def load_declared(cls: type[T]) -> T:
+    """An instance of such a dataclass, each field read from its environment variable (ConfigError
+    naming a bad one)."""
+    found: tuple[dataclasses.Field[Any], ...] = dataclasses.fields(cls)  # type: ignore[arg-type]
+    return cls(**{f.name: f.metadata["setting"].value(_default(f)) for f in found})
 
 
 def public_base_url(settings: Settings) -> str:
     """The base URL people and QR codes use to reach the API."""
     return (settings.public_url or f"http://127.0.0.1:{settings.port}").rstrip("/")
-
-
-def flyer_url(settings: Settings, job_id: object) -> str:
-    return f"{public_base_url(settings)}/api/jobs/{job_id}/flyer"

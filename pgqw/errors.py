@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from importlib import metadata
 from typing import Any
 
@@ -65,14 +66,19 @@ def require_extra(extra: str, subject: str = "{command}", otherwise: str = "") -
         raise MissingExtra(extra, subject, otherwise)
 
 
-DEMO_MODULE = "pgqw.demo"
-
-
 def require_task_extras(modules: tuple[str, ...] | list[str], otherwise: str) -> None:
-    """Raises MissingExtra when the task modules name the demo's (its flyer needs reportlab) and the
-    demo extra is not installed: a worker would start, then fail every flyer job."""
-    if DEMO_MODULE in modules:
-        require_extra("demo", "{command} running the demo's tasks (pgqw.demo)", otherwise)
+    """Raises MissingExtra when a task module declares an extra its tasks need (its EXTRAS: {extra: what
+    needs it}, as the demo's tasks need reportlab) and that extra is not installed: a worker would
+    start, then fail every such job. A module that cannot be imported is left to the loader to report."""
+    import importlib
+
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - pgqw.tasks.load says why, with the module's name
+            continue
+        for extra, what in getattr(module, "EXTRAS", {}).items():
+            require_extra(extra, f"{{command}} running {what}", otherwise)
 
 
 # What a database without the queue (never migrated, or migrated into another schema) answers.
@@ -82,6 +88,56 @@ NO_QUEUE = (psycopg.errors.UndefinedFunction, psycopg.errors.UndefinedTable, psy
 def no_queue_message(exc: psycopg.Error) -> str:
     return (f"the database has no queue in schema {schema.name()} ({exc.diag.message_primary}); "
             "run `pgqw migrate` first (or set PGQW_SCHEMA to the schema it was migrated into)")
+
+
+# ---- What a handler raises to put its job off ----
+
+INTEGER_MAX = 2**31 - 1  # the most milliseconds snooze_job's p_delay_ms (an integer) takes
+
+
+class Snooze(Exception):
+    """Raised by a handler: put this job off and run it again later, without spending an attempt.
+
+        raise Snooze(30_000)                           # 30 s from now (milliseconds)
+        raise Snooze(delay_ms=30_000)                  # the same
+        raise Snooze(timedelta(minutes=5))
+        raise Snooze(until=datetime(2030, 1, 1, tzinfo=timezone.utc))
+
+    The worker records it with snooze_job: the attempt ends `snoozed`, the job is pending again with
+    run_at at that time (a delay counted on the database's clock; a time already past: now), and it
+    does not count against max_attempts nor lengthen a later failure's backoff. Past the job's snooze
+    limit (task_types.max_snoozes, else queue_settings.max_snoozes) the job ends dead instead.
+    `.delay_ms` or `.until` is set, the other None."""
+
+    def __init__(self, delay: int | timedelta | None = None, *, until: datetime | None = None,
+                 delay_ms: int | None = None) -> None:
+        if delay_ms is not None:  # Snooze(delay_ms=30_000): the delay by its name
+            if delay is not None:
+                raise TypeError("Snooze takes a delay or delay_ms=, not both")
+            if not isinstance(delay_ms, int) or isinstance(delay_ms, bool):
+                raise TypeError(f"Snooze(delay_ms=) takes whole milliseconds, got {delay_ms!r}")
+            delay = delay_ms
+        if (delay is None) == (until is None):
+            raise TypeError("Snooze takes a delay (milliseconds or a timedelta) or until=, exactly one")
+        self.delay_ms: int | None = None
+        self.until: datetime | None = None
+        if until is not None:
+            if not isinstance(until, datetime) or until.tzinfo is None or until.utcoffset() is None:
+                raise TypeError(f"Snooze(until=) takes a timezone-aware datetime, got {until!r}")
+            self.until = until
+            super().__init__(f"snoozed until {until.isoformat()}")
+            return
+        if isinstance(delay, timedelta):
+            ms = round(delay.total_seconds() * 1000)
+        elif isinstance(delay, int) and not isinstance(delay, bool):
+            ms = delay
+        else:
+            raise TypeError(f"Snooze takes a delay in whole milliseconds or a timedelta, got {delay!r}")
+        if not 0 <= ms <= INTEGER_MAX:
+            raise ValueError(f"Snooze's delay must be between 0 and {INTEGER_MAX} ms (about 24 days; for later, "
+                             f"give until=), got {ms}")
+        self.delay_ms = ms
+        super().__init__(f"snoozed for {ms} ms")
 
 
 # ---- The project's SQLSTATEs and the exceptions pgqw raises for them ----
@@ -125,10 +181,15 @@ class JobNotFound(PgqwError, LookupError):
 
 class LeaseLost(PgqwError):
     """The lease token does not hold the job (QL409): the attempt lost its lease, or the job finished
-    otherwise; the late result is ignored. `.table_name` is "job_cancel_requests" for a success
-    reported for a job asked to cancel."""
+    otherwise; the late result is ignored. `.table_name` is the table the refusal names, if any."""
 
     table_name: str | None = None
+
+
+class CancelRequested(LeaseLost):
+    """mark_succeeded refused a success because the job was asked to cancel while the attempt ran
+    (QK409): nothing was stored, and the attempt ends cancelled (mark_cancelled). A LeaseLost too:
+    the result is not the attempt's to give. `.table_name` is "job_cancel_requests"."""
 
 
 class IdempotencyConflict(PgqwError):
@@ -147,6 +208,11 @@ class InvalidArgument(PgqwError, ValueError):
         error = cls(message, sqlstate=sqlstate, detail=detail, hint=hint)
         error.argument = column
         return error
+
+
+class InvalidDependency(PgqwError, ValueError):
+    """A dependency that cannot be (QW422): a parent that does not exist, a job naming itself or a later
+    element of the same call, more than 1000 parents."""
 
 
 class UnknownTaskType(PgqwError):
@@ -184,10 +250,14 @@ CODES: dict[str, Code] = {c.sqlstate: c for c in (
     Code("QI422", 422, "idempotency_key_reserved", "the idempotency key has the stored form of another kind of key"),
     Code("QS409", 409, "job_not_in_state", "the job is not in the state the operation needs", JobStateConflict),
     Code("QL409", 409, "lease_lost", "the lease token does not hold the job", LeaseLost),
+    Code("QK409", 409, "cancel_requested", "the job was asked to cancel while the attempt ran: its success is refused",
+         CancelRequested),
     Code("QC400", 400, "invalid_cron", "a schedule's cron expression does not parse"),
     Code("QR404", 404, "schedule_not_found", "no schedule has this name"),
     Code("QT422", 422, "unknown_task_type", "the task type is not registered", UnknownTaskType),
     Code("QU404", 404, "queue_not_found", "the queue is not known", UnknownQueue),
+    Code("QW422", 422, "invalid_dependency", "a dependency that cannot be: an unknown parent, or a cycle",
+         InvalidDependency),
     Code("QM409", None, None, "pgqw migrate cannot move an install out of public while a job holds a live lease"),
 )}
 
@@ -219,6 +289,24 @@ def _diag(exc: BaseException, name: str) -> str | None:
         value = getattr(exc, {"message_primary": "message", "message_detail": "detail", "message_hint": "hint",
                               "column_name": "column_name", "table_name": "table_name"}[name], None)
     return value if isinstance(value, str) else None
+
+
+# The SQLSTATE of each exception class that stands for one code (PgqwError itself stands for the rest).
+SQLSTATE_OF: dict[type[PgqwError], str] = {c.error: c.sqlstate for c in CODES.values() if c.error is not PgqwError}
+
+
+def is_error(exc: BaseException, *kinds: type[PgqwError]) -> bool:
+    """Whether a database error (a driver's, through its wrappers, or a PgqwError) has the SQLSTATE of one
+    of these classes: its own code exactly, so a CancelRequested (QK409) is not a LeaseLost (QL409) here.
+    PgqwError itself, which stands for no one code, matches nothing."""
+    state = exc.sqlstate if isinstance(exc, PgqwError) else sqlstate_of(exc)
+    return state is not None and any(SQLSTATE_OF.get(kind) == state for kind in kinds)
+
+
+def cancel_requested(exc: BaseException) -> bool:
+    """Whether a database error is mark_succeeded's refusal of a job a person asked to cancel (QK409):
+    the attempt then ends cancelled (mark_cancelled) instead of failing."""
+    return is_error(exc, CancelRequested)
 
 
 def from_psycopg(exc: BaseException) -> PgqwError | None:

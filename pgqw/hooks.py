@@ -40,6 +40,7 @@ from typing import Any
 SUCCEEDED = "succeeded"
 FAILED = "failed"
 CANCELLED = "cancelled"
+SNOOZED = "snoozed"  # the handler raised pgqw.Snooze: the job is put off, the attempt not spent
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class Attempt:
 class Outcome:
     """What came of an attempt's handler, before the worker records it."""
 
-    outcome: str                        # SUCCEEDED, FAILED or CANCELLED (cancel_job asked it to stop)
+    outcome: str                        # SUCCEEDED, FAILED, CANCELLED (cancel_job asked it to stop) or SNOOZED
     duration: float                     # seconds: the payload's validation and the handler
     error: BaseException | None = None  # what the handler (or the payload's validation) raised
     message: str | None = None          # the error as the attempt records it (`last_error`)

@@ -33,10 +33,15 @@ from pgqw import config
 
 T = TypeVar("T")
 
-# Every environment variable pgqw reads as a setting (declared in pgqw.config). A child started with
-# inherit_settings=False gets none of them from the parent's environment: only those its starter
-# passes. PGQW_SCHEMA (inherited=True) always goes along: every process of one queue uses one schema.
-SETTINGS: tuple[str, ...] = tuple(s.env for s in config.SETTINGS if not s.inherited)
+# Every environment variable pgqw reads as a setting (declared in pgqw.config): each setting's PGQW_
+# name and its alias. A child started with inherit_settings=False gets none of them from the parent's
+# environment: only those its starter passes. PGQW_SCHEMA (inherited=True) always goes along: every
+# process of one queue uses one schema.
+SETTINGS: tuple[str, ...] = tuple(name for s in config.SETTINGS if not s.inherited for name in s.names)
+_DATABASE_URL = config.by_field("database_url")
+# Each name of a setting, with all the names of that setting. A name not here (a task module's own
+# setting, declared the same way) is taken to have the names pgqw.config.env_names gives it.
+_NAMES: dict[str, tuple[str, ...]] = {name: s.names for s in config.SETTINGS for name in s.names}
 
 WORKER_READY = "worker started"
 SERVING = re.compile(r"serving on (http://\S+)")   # `pgqw api`'s first line, with the port it listens on
@@ -110,11 +115,17 @@ def answers(url: str, timeout: float = 1.0) -> bool:
 def child_env(settings: Mapping[str, str] | None = None, *, database_url: str | None = None,
               inherit_settings: bool = False) -> dict[str, str]:
     """The environment of a child: the parent's (without its pgqw SETTINGS unless inherit_settings),
-    then `settings`, then DATABASE_URL when given; output unbuffered so logs arrive line by line."""
+    then `settings`, then PGQW_DATABASE_URL when given; output unbuffered so logs arrive line by line.
+    A setting given, under either of its names, replaces the parent's under both."""
     env = {k: v for k, v in os.environ.items() if inherit_settings or k not in SETTINGS}
-    env.update(settings or {})
+    given = dict(settings or {})
     if database_url is not None:
-        env["DATABASE_URL"] = database_url
+        given = {k: v for k, v in given.items() if k not in _DATABASE_URL.names}
+        given[_DATABASE_URL.env] = database_url
+    for name in given:
+        for other in _NAMES.get(name) or config.env_names(name):
+            env.pop(other, None)
+    env.update(given)
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -296,7 +307,7 @@ def start_api(port: int = 0, *, host: str = "127.0.0.1", args: Sequence[str] = (
     API's "serving on" line. Options as for start()."""
     env = dict(options.pop("env", None) or {})  # type: ignore[call-overload]
     if port:
-        env.setdefault("PORT", str(port))  # the API's own idea of its port (flyer links without PUBLIC_URL)
+        env.setdefault("PORT", str(port))  # the API's own idea of its port (links without PUBLIC_URL)
     url = local_url(host, port) if port else None
     return start(["api", "--port", str(port), "--host", host, *args], name=name, kind="api", env=env, url=url,
                  **options)  # type: ignore[arg-type]

@@ -6,7 +6,7 @@
     class Welcome(BaseModel):
         email: str
 
-    @task("send_welcome", queue="emails", max_attempts=5, lease_ms=30_000,
+    @task("send_welcome", queue="emails", max_attempts=5, lease_ms=30_000, timeout_ms=120_000,
           retry=Retry(base_ms=1_000, max_delay_ms=60_000, permanent=(LookupError,)))
     def send_welcome(payload: Welcome, ctx: Context) -> dict:
         ...
@@ -23,35 +23,57 @@ A definition that cannot work (a duplicate name, a model without a JSON Schema, 
 callable) raises TaskDefinitionError when the module is imported, so the worker stops at start.
 
 A handler returns its result (None for none) or raises: PermanentError, a ValidationError of its
-payload, or an exception listed in its Retry.permanent end the job at once (dead); anything else is
-a transient failure, retried with backoff while attempts are left. `async def` handlers run on the
+payload, or an exception listed in its Retry.permanent end the job at once (dead); Snooze puts the job
+off without spending an attempt; anything else is a transient failure, retried with backoff while
+attempts are left. `async def` handlers run on the
 worker's event loop; plain ones on its threads. Handlers must be idempotent: a job can run more
 than once (a worker dies mid-work, or loses its lease while it still runs); its result is stored
 with its success, once.
+
+timeout_ms bounds each attempt (a job's own timeout_ms wins, a DBA's task_types.timeout_ms over the
+code's): the claim gives the attempt a deadline (`ctx.deadline`), the database extends its lease no
+further, and the attempt ends `timed_out`, a failure retried with backoff. An `async def` handler is
+cancelled at its deadline; a plain one's thread cannot be stopped, so the worker gives its slot back and
+counts the thread as leaked (its late result is refused).
+
+The parts of this module's API defined beside it, all importable from here: pgqw/task_options.py (Retry,
+Schedule and the exceptions), pgqw/task_context.py (Context and progress values), pgqw/results.py (File).
 """
 from __future__ import annotations
 
 import importlib
 import inspect
-import logging
 import re
 import sys
 import typing
-import uuid
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Mapping, Sequence, TypeVar
 
 import pydantic
+
+from . import client
+from .client import EnqueueOptions
+from .errors import Snooze as Snooze  # re-exported: a handler raises it to put its job off
+from .results import File as File  # re-exported: a handler returns one
+from .results import result_row as result_row  # re-exported: the worker and pgqw.testing store results with it
+from .task_context import PROGRESS_MAX_BYTES as PROGRESS_MAX_BYTES  # re-exported, as each name below
+from .task_context import Context as Context
+from .task_context import parent_value as parent_value
+from .task_context import progress_json as progress_json
+from .task_options import PermanentError as PermanentError
+from .task_options import Retry as Retry
+from .task_options import Schedule as Schedule
+from .task_options import TaskDefinitionError as TaskDefinitionError
+from .task_options import TransientError as TransientError
 
 if TYPE_CHECKING:
     from typing import Unpack
 
     import psycopg
 
-    from . import client as client_
     from . import db
-    from .client import EnqueueOptions
 
 P = TypeVar("P")
 NAME_MAX = 100
@@ -60,82 +82,12 @@ SCHEDULE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 CATCH_UP = ("latest", "all", "none")
 
 
-class TaskDefinitionError(ValueError):
-    """A task definition that cannot work; the message names the task and the problem."""
+
+RETAIN_MAX = timedelta(days=36000)  # task_types_retain_range: 100 years, as PostgreSQL counts them (30-day months)
 
 
-class PermanentError(Exception):
-    """The job can never succeed as it is: it ends dead at once, without retries."""
-
-
-class TransientError(Exception):
-    """A failure that may go away on another try (any exception not listed as permanent is one)."""
-
-
-@dataclass(frozen=True)
-class Retry:
-    """How a task's failures are retried. Unset values come from the task_types table (a DBA's
-    value), then queue_settings: delay = min(base_ms * 2^(attempt-1) + jitter, max_delay_ms)."""
-
-    base_ms: int | None = None
-    max_delay_ms: int | None = None
-    max_jitter_ms: int | None = None
-    permanent: tuple[type[BaseException], ...] = ()
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """A periodic job of a task: one job at each slot of `cron` (five fields, or @hourly, @daily,
-    @weekly, @monthly, @yearly; read in UTC). `name` defaults to the task's name (give each of a task's
-    several schedules its own). catch_up: after a stop, enqueue the latest missed slot ("latest"), every
-    missed slot, up to 100 ("all"), or none ("none")."""
-
-    cron: str
-    payload: Any = None  # the payload model's instance or a dict; None: {}
-    name: str | None = None
-    queue: str | None = None
-    priority: int | None = None
-    catch_up: str = "latest"
-
-
-@dataclass(frozen=True)
-class File:
-    """A file result: bytes and their content type (served as is by GET /api/jobs/{id}/result)."""
-
-    data: bytes
-    content_type: str
-
-
-@dataclass
-class Context:
-    """What a handler gets besides its payload."""
-
-    job: db.Job
-    worker_id: str
-    log: logging.LoggerAdapter
-    # The worker sets this when the job is to stop early (its lease is gone, shutdown has begun, or the
-    # job was cancelled); a long handler may check `ctx.stopping` between steps.
-    stop_requested: Callable[[], bool] = lambda: False
-    # True once a heartbeat answered that cancel_job asked this job to stop (`ctx.cancelled`).
-    cancel_requested: Callable[[], bool] = lambda: False
-
-    @property
-    def job_id(self) -> uuid.UUID:
-        return self.job.id
-
-    @property
-    def attempt(self) -> int:
-        return self.job.attempts
-
-    @property
-    def stopping(self) -> bool:
-        return self.stop_requested() or self.cancel_requested()
-
-    @property
-    def cancelled(self) -> bool:
-        """The job was cancelled: whatever the handler returns or raises now, the attempt ends
-        cancelled (a result is not stored)."""
-        return self.cancel_requested()
+def _ms(age: timedelta | None) -> int | None:
+    return None if age is None else age // timedelta(milliseconds=1)
 
 
 def _settings_check(name: str, value: int | None, what: str, low: int, high: int | None = None) -> None:
@@ -160,6 +112,15 @@ class Task(Generic[P]):
     lease_ms: int | None = None
     description: str | None = None
     schedules: tuple[Schedule, ...] = ()
+    timeout_ms: int | None = None   # each attempt's timeout (a job's own wins, then a DBA's); None: none
+    expire_after_ms: int | None = None  # a job not started this long after it may: expired (a job's own wins)
+    max_snoozes: int | None = None      # how many times a job may snooze (a DBA's wins; None: queue_settings')
+    retain_succeeded: timedelta | None = None  # how long succeeded jobs are kept (None: queue_settings')
+    retain_failed: timedelta | None = None     # the same for dead, cancelled and expired ones
+    # Each job's serial key and concurrency key, when the enqueue call gives none: a text, or a function
+    # of the payload as stored (its JSON object, a dict) answering a text or None (no key), called at enqueue.
+    serial_key: str | Callable[[dict[str, Any]], str | None] | None = None
+    concurrency_key: str | Callable[[dict[str, Any]], str | None] | None = None
     adapter: pydantic.TypeAdapter = field(init=False, repr=False)
     payload_schema: dict[str, Any] = field(init=False, repr=False)
 
@@ -176,6 +137,17 @@ class Task(Generic[P]):
         _settings_check(name, self.priority, "priority", -2**31, 2**31 - 1)
         _settings_check(name, self.max_attempts, "max_attempts", 1, 1000)
         _settings_check(name, self.lease_ms, "lease_ms", 1, 2**31 - 1)
+        _settings_check(name, self.timeout_ms, "timeout_ms", 1, 2**31 - 1)
+        _settings_check(name, self.expire_after_ms, "expire_after_ms", 1, 2**31 - 1)
+        _settings_check(name, self.max_snoozes, "max_snoozes", 0, 1000)
+        for what, age in (("retain_succeeded", self.retain_succeeded), ("retain_failed", self.retain_failed)):
+            if age is not None and (not isinstance(age, timedelta) or not timedelta(0) <= age <= RETAIN_MAX):
+                raise TaskDefinitionError(f"task {name!r}: {what} must be a timedelta from 0 to 100 years, "
+                                          f"got {age!r}")
+        for what, key in (("serial_key", self.serial_key), ("concurrency_key", self.concurrency_key)):
+            if key is not None and not callable(key) and (not isinstance(key, str) or not key.strip()):
+                raise TaskDefinitionError(f"task {name!r}: {what} must be a non-blank text or a function of the "
+                                          f"payload, got {key!r}")
         _settings_check(name, self.retry.base_ms, "retry base_ms", 0, 2**31 - 1)
         _settings_check(name, self.retry.max_delay_ms, "retry max_delay_ms", 0, 2**31 - 1)
         _settings_check(name, self.retry.max_jitter_ms, "retry max_jitter_ms", 0, 2**31 - 1)
@@ -254,6 +226,8 @@ class Task(Generic[P]):
             "queue": self.queue, "priority": self.priority, "max_attempts": self.max_attempts,
             "backoff_base_ms": self.retry.base_ms, "backoff_max_delay_ms": self.retry.max_delay_ms,
             "backoff_max_jitter_ms": self.retry.max_jitter_ms, "lease_ms": self.lease_ms,
+            "timeout_ms": self.timeout_ms, "expire_after_ms": self.expire_after_ms, "max_snoozes": self.max_snoozes,
+            "retain_succeeded_ms": _ms(self.retain_succeeded), "retain_failed_ms": _ms(self.retain_failed),
         }
 
     def schedule_registrations(self) -> list[dict[str, Any]]:
@@ -262,35 +236,28 @@ class Task(Generic[P]):
                  "payload": self.dump({} if sch.payload is None else sch.payload), "queue": sch.queue,
                  "priority": sch.priority, "catch_up": sch.catch_up} for sch in self.schedules]
 
-    # Enqueueing, typed with the payload model (pgqw.client does the work).
+    # Enqueueing, typed with the payload model (pgqw.client does the work; it knows a Task only as a
+    # client.TaskLike, so it imports nothing of this module).
     def enqueue(self, conn: Any, payload: P | Mapping[str, Any], **options: Unpack[EnqueueOptions]) -> db.EnqueuedJob:
         """A job of this task in the caller's transaction, on any connection pgqw.client takes."""
-        from . import client
-
         return client.enqueue(conn, self, payload, **options)
 
     async def enqueue_async(self, conn: Any, payload: P | Mapping[str, Any],
                             **options: Unpack[EnqueueOptions]) -> db.EnqueuedJob:
         """enqueue() on an async connection."""
-        from . import client
-
         return await client.enqueue_async(conn, self, payload, **options)
 
-    def defer(self, payload: P | Mapping[str, Any], *, conn: Any = None, using: client_.Queue | None = None,
+    def defer(self, payload: P | Mapping[str, Any], *, conn: Any = None, using: client.Queue | None = None,
               **options: Unpack[EnqueueOptions]) -> db.EnqueuedJob:
         """A job of this task: in conn's transaction when given, else in a short transaction of its own
         through `using` (default: pgqw.Queue.default())."""
-        from . import client
-
         if conn is not None:
             return client.enqueue(conn, self, payload, **options)
         return (using or client.Queue.default()).enqueue(self, payload, **options)
 
     async def defer_async(self, payload: P | Mapping[str, Any], *, conn: Any = None,
-                          using: client_.Queue | None = None, **options: Unpack[EnqueueOptions]) -> db.EnqueuedJob:
+                          using: client.Queue | None = None, **options: Unpack[EnqueueOptions]) -> db.EnqueuedJob:
         """defer() on an async connection, or through the queue's AsyncConnectionPool."""
-        from . import client
-
         if conn is not None:
             return await client.enqueue_async(conn, self, payload, **options)
         return await (using or client.Queue.default()).enqueue_async(self, payload, **options)
@@ -340,9 +307,22 @@ class Registry:
     def task(self, name: str | None = None, *, model: Any = None, queue: str | None = None,
              priority: int | None = None, max_attempts: int | None = None, retry: Retry | None = None,
              lease_ms: int | None = None, description: str | None = None, schedule: str | Schedule | None = None,
-             schedules: Sequence[Schedule] = ()) -> Callable[[Callable[..., Any]], Task[Any]]:
+             schedules: Sequence[Schedule] = (), timeout_ms: int | None = None,
+             expire_after_ms: int | None = None, max_snoozes: int | None = None,
+             retain_succeeded: timedelta | None = None, retain_failed: timedelta | None = None,
+             serial_key: str | Callable[[dict[str, Any]], str | None] | None = None,
+             concurrency_key: str | Callable[[dict[str, Any]], str | None] | None = None,
+             ) -> Callable[[Callable[..., Any]], Task[Any]]:
         """Decorator: registers the function as the task `name` (default: the function's name).
-        schedule="*/5 * * * *" (or a Schedule), or schedules=[Schedule(...), ...]: enqueue it periodically."""
+        schedule="*/5 * * * *" (or a Schedule), or schedules=[Schedule(...), ...]: enqueue it periodically.
+        timeout_ms: each attempt's timeout (None: none, unless a DBA sets task_types.timeout_ms).
+        expire_after_ms: a job not started this long after it may start ends expired (a job's own wins).
+        max_snoozes: how many times one job may snooze. retain_succeeded, retain_failed: how long this type's
+        succeeded jobs, and its dead, cancelled and expired ones, are kept (None: queue_settings').
+        A DBA's task_types column wins over each of these. serial_key, concurrency_key: each job's keys
+        when its enqueue gives none, a text or a function of the payload (a dict) such as
+        `lambda payload: payload["customer"]`: one job of a serial key runs at a time, in enqueue order;
+        a queue's key limit (set_queue_key_limit) counts running jobs per concurrency key."""
         if callable(name):
             raise TaskDefinitionError("use @task(...) with parentheses, e.g. @task('send_welcome')")
 
@@ -353,7 +333,9 @@ class Registry:
             doc = description if description is not None else (inspect.getdoc(fn) or "").split("\n\n")[0] or None
             t: Task[Any] = Task(task_name, fn, model if model is not None else _payload_model(fn, task_name), queue=queue,
                      priority=priority, max_attempts=max_attempts, retry=retry or Retry(), lease_ms=lease_ms,
-                     description=doc, schedules=_schedules(schedule, schedules))
+                     description=doc, schedules=_schedules(schedule, schedules), timeout_ms=timeout_ms,
+                     expire_after_ms=expire_after_ms, max_snoozes=max_snoozes, retain_succeeded=retain_succeeded,
+                     retain_failed=retain_failed, serial_key=serial_key, concurrency_key=concurrency_key)
             return self.add(t)
 
         return register
@@ -448,19 +430,6 @@ def register_modules(conn: psycopg.Connection, modules: Sequence[str]) -> Regist
     """load() the modules, then register() what they define: what `pgqw migrate [--tasks]` and `pgqw tasks
     register` write. Raises TaskDefinitionError naming a module that cannot be loaded."""
     return register(conn, load(modules))
-
-
-def result_row(value: Any) -> tuple[str, Any, bytes | None] | None:
-    """A handler's return value as (content_type, json value, bytes), or None for no result."""
-    if value is None:
-        return None
-    if isinstance(value, File):
-        if not isinstance(value.data, (bytes, bytearray, memoryview)):
-            raise TypeError(f"File.data must be bytes, got {type(value.data).__name__}")
-        return value.content_type, None, bytes(value.data)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return "application/octet-stream", None, bytes(value)
-    return "application/json", pydantic.TypeAdapter(Any).dump_python(value, mode="json"), None
 
 
 def describe_error(exc: BaseException) -> str:

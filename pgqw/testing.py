@@ -14,16 +14,17 @@ stored functions, and a throw-away queue schema per test session.
         assert ran.outcome == "succeeded" and client.result(pgqw_conn, job.id) == {"sent": 42}
 
 run_jobs claims each due job of the given tasks (claim_job), runs its handler with a Context as the
-worker does, and records what came of it (mark_succeeded with the result, or mark_failed with the
-error and whether it may be retried): the job's status, attempts and result are what a worker would
-have left. A failed attempt's retry is due after its backoff, so one call runs each job at most once;
-call it again after moving run_at, or look at the attempt. Handlers run in the calling thread (an
+worker does, and records what came of it (mark_succeeded with the result, mark_failed with the error
+and whether it may be retried, or snooze_job for a handler that raised Snooze): the job's status,
+attempts and result are what a worker would have left. A failed attempt's retry is due after its
+backoff, and a snoozed job at its time, so one call runs each job once (a job snoozed to a time that
+has already come runs again in the same call); call it again after moving run_at, or look at the attempt. Handlers run in the calling thread (an
 `async def` handler on an event loop of its own); no heartbeat runs, so a handler longer than its lease
 can be swept by a real worker on the same database.
 
 The fixtures (this module as a pytest plugin):
-    pgqw_database_url   the database: PGQW_TEST_DATABASE_URL, else DATABASE_URL; override it in your
-                        conftest (a Django test database's, for example)
+    pgqw_database_url   the database: PGQW_TEST_DATABASE_URL, else PGQW_DATABASE_URL (or DATABASE_URL);
+                        override it in your conftest (a Django test database's, for example)
     pgqw_schema         session: a schema `pgqw_test_<random>` migrated into that database, PGQW_SCHEMA
                         set to it for the session (so every pgqw call uses it), dropped at the end; the
                         login roles' settings are left alone
@@ -33,6 +34,8 @@ The fixtures (this module as a pytest plugin):
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import os
 import threading
@@ -42,7 +45,8 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import psycopg
 
-from . import connections, db
+from . import config, connections, db
+from .errors import Snooze
 from .tasks import Context, Registry, Task, describe_error, registry, result_row
 
 # The tables run by migrate that hold settings, not a test's data: kept between tests.
@@ -52,7 +56,8 @@ KEPT_TABLES = ("migrations", "queue_settings")
 @dataclass
 class Ran:
     """One attempt run_jobs ran: the job as the stored function left it, the attempt's outcome
-    (succeeded, failed, dead), the recorded error, and the handler's return value."""
+    (succeeded, failed, dead, snoozed; cancelled when a cancel was asked for while it ran), the recorded
+    error, and the handler's return value."""
 
     job: db.RecordedJob
     outcome: str
@@ -105,13 +110,24 @@ def run_jobs(conn: Any, *, tasks: Registry | Iterable[Task[Any]] | None = None, 
         if job is None:
             break
         task = by_name[job.type]
+        transacted: list[bool] = []
         ctx = Context(job=job, worker_id=worker_id,
                       log=logging.LoggerAdapter(logging.getLogger(f"pgqw.task.{job.type}"),
-                                                {"job": f"{str(job.id)[:8]} attempt {job.attempts}/{job.max_attempts}"}))
+                                                {"job": f"{str(job.id)[:8]} attempt {job.attempts}/{job.max_attempts}"}),
+                      on_progress=functools.partial(_progress, raw, job),
+                      open_transaction=functools.partial(_transaction, raw, job, done=transacted),
+                      read=lambda op, fn: fn(raw))
         try:
             payload = task.parse(job.payload)
             value = _run_coroutine(task.fn(payload, ctx)) if task.is_async else task.fn(payload, ctx)
             result = result_row(value)
+        except Snooze as snooze:
+            after = db.snooze_job(raw, job_id=job.id, lease_token=job.lease_token, until=snooze.until,
+                                  delay_ms=snooze.delay_ms)
+            # Past the job's snooze limit it is dead, its attempt failed with the job's last_error.
+            ran.append(Ran(after, "snoozed" if after.status == "pending" else after.status,
+                           after.last_error if after.status == "dead" else None, exception=snooze))
+            continue
         except Exception as exc:
             after = db.mark_failed(raw, job_id=job.id, lease_token=job.lease_token, error=describe_error(exc),
                                    retryable=not task.is_permanent(exc))
@@ -119,9 +135,28 @@ def run_jobs(conn: Any, *, tasks: Registry | Iterable[Task[Any]] | None = None, 
             if raise_errors:
                 raise
             continue
-        after = db.mark_succeeded(raw, job_id=job.id, lease_token=job.lease_token, result=result)
+        if transacted:  # ctx.transaction recorded the success: what the handler returned is not stored
+            after = db.mark_succeeded(raw, job_id=job.id, lease_token=job.lease_token)  # already_recorded
+        else:
+            after = db.mark_succeeded(raw, job_id=job.id, lease_token=job.lease_token, result=result)
         ran.append(Ran(after, "succeeded", value=value))
     return ran
+
+
+def _progress(conn: psycopg.Connection, job: db.ClaimedJob, text: str) -> None:
+    """ctx.progress in run_jobs: written at once under the attempt's lease token (heartbeat)."""
+    db.heartbeat(conn, leases=[(job.id, job.lease_token)], progress=[text])
+
+
+@contextlib.contextmanager
+def _transaction(conn: psycopg.Connection, job: db.ClaimedJob, result: Any, *, done: list[bool]) -> Iterator[psycopg.Connection]:
+    """ctx.transaction in run_jobs: the block and mark_succeeded in one transaction (a savepoint when conn is
+    already in one) on the caller's connection."""
+    row = result_row(result)
+    with conn.transaction():
+        yield conn
+        db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token, result=row)
+    done.append(True)
 
 
 # ---- the pytest fixtures ----
@@ -135,9 +170,9 @@ if pytest is not None:
 
     @pytest.fixture(scope="session")
     def pgqw_database_url() -> str:
-        url = os.environ.get("PGQW_TEST_DATABASE_URL") or os.environ.get("DATABASE_URL")
+        url = os.environ.get("PGQW_TEST_DATABASE_URL") or config.read("database_url")
         if not url:
-            pytest.fail("pgqw.testing needs a database: set PGQW_TEST_DATABASE_URL or DATABASE_URL, or override "
+            pytest.fail("pgqw.testing needs a database: set PGQW_TEST_DATABASE_URL or PGQW_DATABASE_URL, or override "
                         "the pgqw_database_url fixture")
         return url
 

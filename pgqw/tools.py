@@ -1,114 +1,19 @@
-"""Operators' commands: burst, report, prune and check-idempotency. The numbers come from stored
+"""Operators' commands: report, cancel, prune, queues and schedules. The numbers come from stored
 functions (queue_stats, report_*), so psql gives the same answers; this module only prints them."""
 from __future__ import annotations
 
 import argparse
 import json
-import threading
-import time
-import urllib.error
-import urllib.request
 import uuid
-from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 
 import psycopg
 
-from . import config, db
+from . import config, db, errors
 from .embedded import database_url
 from .errors import UsageError
-from .listing import EXAMPLE_LISTING
 from .tables import format_table
-
-
-@dataclass
-class Sent:
-    key: str
-    status: int
-    job_id: str | None
-    error: str | None
-
-
-def _api_token() -> str | None:
-    """The first of API_TOKENS, so burst works against an API that asks for a token."""
-    found = config.tokens("API_TOKENS")
-    return found[0] if found else None
-
-
-def post_job(base_url: str, key: str, payload: dict | None = None, timeout: float = 30.0) -> Sent:
-    """One POST /api/jobs; never raises for an HTTP or network failure, it reports it."""
-    body = json.dumps({"type": "listing_flyer", "payload": payload or EXAMPLE_LISTING}).encode()
-    headers = {"Content-Type": "application/json", "Idempotency-Key": key}
-    token = _api_token()
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(f"{base_url}/api/jobs", data=body, method="POST", headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            data = json.loads(response.read())
-            return Sent(key, response.status, data["data"]["id"], None)
-    except urllib.error.HTTPError as exc:
-        try:
-            message = json.loads(exc.read())["error"]["message"]
-        except Exception:  # noqa: BLE001 - any unreadable body
-            message = exc.reason
-        return Sent(key, exc.code, None, str(message))
-    except (urllib.error.URLError, OSError) as exc:
-        return Sent(key, 0, None, str(getattr(exc, "reason", exc)))
-
-
-def burst(base_url: str, n: int, *, prefix: str | None = None, progress: bool = True) -> list[Sent]:
-    """Sends n jobs at once (distinct idempotency keys) and returns what each request got."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    prefix = prefix or f"burst-{int(time.time() * 1000)}"
-    bar = Progress(TextColumn("sending"), BarColumn(), MofNCompleteColumn(), console=Console(stderr=True),
-                   disable=not progress, transient=False)
-    lock = threading.Lock()
-
-    with bar:
-        task = bar.add_task("burst", total=n)
-
-        def one(i: int) -> Sent:
-            sent = post_job(base_url, f"{prefix}-{i}")
-            with lock:
-                bar.advance(task)
-            return sent
-
-        with ThreadPoolExecutor(max_workers=min(n, 50)) as pool:
-            results = list(pool.map(one, range(n)))
-    return results
-
-
-def _base_url(args: argparse.Namespace, settings: config.Settings) -> str:
-    return (args.url or config.public_base_url(settings)).rstrip("/")
-
-
-def cmd_burst(args: argparse.Namespace) -> int:
-    settings = config.load()
-    base = _base_url(args, settings)
-    started = time.monotonic()
-    results = burst(base, args.n)
-    took = time.monotonic() - started
-    codes = Counter(r.status for r in results)
-    unreachable = codes.pop(0, 0)
-    print(f"sent {args.n} jobs to {base} in {took:.2f}s")
-    for code, count in sorted(codes.items()):
-        print(f"  HTTP {code}: {count}")
-    if unreachable:
-        first = next(r.error for r in results if r.status == 0)
-        print(f"  not reached: {unreachable} ({first})")
-    errors = [r for r in results if r.error and r.status]
-    for r in errors[:5]:
-        print(f"  {r.key}: {r.status} {r.error}")
-    ids = [r.job_id for r in results if r.job_id]
-    if ids:
-        print(f"  first job: {ids[0]}  (pgqw report timeline {ids[0]})")
-    return 0 if codes.get(202, 0) + codes.get(200, 0) == args.n else 1
 
 
 def _connect(settings: config.Settings) -> psycopg.Connection:
@@ -155,7 +60,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         try:
             job = db.cancel_job(conn, job_id=job_id)
         except psycopg.Error as exc:
-            if exc.sqlstate in ("QS409", "QN404"):
+            if errors.is_error(exc, errors.JobStateConflict, errors.JobNotFound):
                 raise UsageError(exc.diag.message_primary or str(exc)) from None
             raise
     if job.status == "cancelled":
@@ -173,14 +78,14 @@ def cmd_report(args: argparse.Namespace) -> int:
             try:
                 rows = db.report_timeline(conn, job_id=job_id)
             except psycopg.Error as exc:
-                if exc.sqlstate == "QN404":
+                if errors.is_error(exc, errors.JobNotFound):
                     raise UsageError(f"no job {job_id}") from None
                 raise
             job = db.get_job(conn, job_id=job_id)
             assert job is not None
             print(f"job {job.id}  {job.type}  {job.status}  attempt {job.attempts}/{job.max_attempts}")
-            print(format_table(rows, ["attempt", "worker_id", "started_at", "finished_at", "wait_before_s",
-                                      "duration_s", "outcome", "error"]))
+            print(format_table(rows, ["attempt", "worker_id", "started_at", "deadline_at", "finished_at",
+                                      "wait_before_s", "duration_s", "outcome", "error"]))
             return 0
         if args.report == "concurrency":
             peaks = db.report_concurrency(conn, prefix=args.prefix)
@@ -192,7 +97,6 @@ def cmd_report(args: argparse.Namespace) -> int:
             print(f"jobs worked on by two workers at the same time: {runs.overlapping_jobs}")
             print(f"jobs that succeeded more than once:             {runs.succeeded_twice}")
             print(f"jobs succeeded:                                 {runs.succeeded_jobs}")
-            print(f"flyers produced:                                {runs.flyers}")
             return 0 if runs.overlapping_jobs == 0 and runs.succeeded_twice == 0 else 1
         counts = db.count_by_status(conn)
         print(format_table([{"status": s, "jobs": n} for s, n in counts.items()], ["status", "jobs"]))
@@ -217,113 +121,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-@dataclass
-class IdempotencyCheck:
-    sequential_flyers: list[int]
-    concurrent_flyers: int
-    notes: list[str]
-    text: str
-
-    @property
-    def ok(self) -> bool:
-        return self.sequential_flyers == [0, 1] and self.concurrent_flyers == 1
-
-
-def _check_job(conn: psycopg.Connection, key: str, worker_id: str, *, lease_ms: int | None = None) -> db.ClaimedJob:
-    """A job of its own queue, due in a year, so no running worker takes it; then claimed by
-    this check (p_now = its run_at) so its attempts are recorded like any other."""
-    job = db.enqueue_job(conn, type="listing_flyer", payload=EXAMPLE_LISTING, idempotency_key=key,
-                         queue="check-idempotency", run_at=datetime.now(timezone.utc) + timedelta(days=365))
-    claimed = db.claim_job_at(conn, worker_id=worker_id, queues=["check-idempotency"], now=job.run_at,
-                              lease_ms=lease_ms)
-    assert claimed is not None and claimed.id == job.id
-    return claimed
-
-
-def _record(conninfo: str, job: db.ClaimedJob, worker_id: str, pdf: bytes) -> str:
-    """The work's result recorded with its success, as a worker does; what the database answered."""
-    try:
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token,
-                              result=("application/pdf", None, pdf))
-    except psycopg.Error as exc:
-        return f"refused ({exc.sqlstate}: {exc.diag.message_primary})"
-    return "recorded"
-
-
-def _flyers(conninfo: str, job: db.Job) -> int:
-    with psycopg.connect(conninfo) as conn:
-        return db.count_flyers(conn, job_id=job.id)
-
-
-def check_idempotency(conninfo: str, settings: config.Settings) -> IdempotencyCheck:
-    """Runs the listing_flyer work twice for one job, one after the other (a worker that crashed
-    after the work but before recording it, then the retry), then twice at the same moment for
-    another job (the sweep handed a slow job to a second worker), and counts the flyers: the result
-    is stored only with the success of the attempt that holds the job, so it is one each time."""
-    from .demo import Listing, render
-
-    listing = Listing.model_validate(EXAMPLE_LISTING)
-    stamp = int(time.time() * 1000)
-    notes: list[str] = []
-    lines = ["Case 1, one after the other: worker A renders, then dies before recording; the job is "
-             "handed on; worker B renders and records; A's late result comes last."]
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        job_a = _check_job(conn, f"check-idempotency-{stamp}-sequential", "check-idempotency-a")
-    render(listing, job_a.id, settings)
-    counts = [_flyers(conninfo, job_a)]
-    lines.append(f"  after run 1: {counts[-1]} flyer(s)   (A rendered; nothing recorded)")
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        db.release_job(conn, job_id=job_a.id, lease_token=job_a.lease_token,
-                       reason="check-idempotency: worker A died after the work")
-        job_b = db.claim_job_at(conn, worker_id="check-idempotency-b", queues=["check-idempotency"], now=job_a.run_at)
-    assert job_b is not None and job_b.id == job_a.id
-    said_b = _record(conninfo, job_b, "check-idempotency-b", render(listing, job_b.id, settings))
-    counts.append(_flyers(conninfo, job_b))
-    notes.append(f"sequential run 2: {said_b}")
-    lines.append(f"  after run 2: {counts[-1]} flyer(s)   (B rendered: {said_b})")
-    said_a = _record(conninfo, job_a, "check-idempotency-a", render(listing, job_a.id, settings))
-    notes.append(f"sequential late result of A: {said_a}")
-    lines.append(f"  A's late result: {said_a}; {_flyers(conninfo, job_a)} flyer(s)")
-
-    lines.append("Case 2, two runs at the same moment: A's lease runs out while it renders, the sweep hands "
-                 "the job to B, and both finish together.")
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        job_a = _check_job(conn, f"check-idempotency-{stamp}-concurrent", "check-idempotency-a", lease_ms=1)
-        later = job_a.run_at + timedelta(seconds=1)
-        db.sweep_stuck_at(conn, now=later)
-        job_b = db.claim_job_at(conn, worker_id="check-idempotency-b", queues=["check-idempotency"], now=later)
-    assert job_b is not None and job_b.id == job_a.id
-    barrier = threading.Barrier(2)
-    said: list[str] = ["", ""]
-
-    def run(i: int, job: db.ClaimedJob, worker_id: str) -> None:
-        pdf = render(listing, job.id, settings)
-        barrier.wait(timeout=30)  # both record at the same moment
-        said[i] = _record(conninfo, job, worker_id, pdf)
-
-    threads = [threading.Thread(target=run, args=(0, job_a, "check-idempotency-a")),
-               threading.Thread(target=run, args=(1, job_b, "check-idempotency-b"))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    concurrent = _flyers(conninfo, job_b)
-    for i, note in enumerate(said):
-        notes.append(f"concurrent run {'AB'[i]}: {note}")
-        lines.append(f"  run {'AB'[i]}: {note}")
-    lines.append(f"  after both runs: {concurrent} flyer(s)")
-    return IdempotencyCheck(counts, concurrent, notes, "\n".join(lines))
-
-
-def cmd_check_idempotency(args: argparse.Namespace) -> int:
-    settings = config.load()
-    report = check_idempotency(database_url(settings), settings)
-    print(report.text)
-    print("OK: one flyer per job" if report.ok else "FAILED: a job has more than one flyer")
-    return 0 if report.ok else 1
-
-
 def _queue_call(args: argparse.Namespace, call: str, **kwargs: object) -> db.QueueRow:
     """One of pause_queue, resume_queue, set_queue_limit, set_queue_rate; bad input (QV400) and a queue
     not known yet without --create (QU404) are usage errors."""
@@ -332,10 +129,10 @@ def _queue_call(args: argparse.Namespace, call: str, **kwargs: object) -> db.Que
         try:
             return getattr(db, call)(conn, queue=args.queue, create=args.create, **kwargs)
         except psycopg.Error as exc:
-            if exc.sqlstate == "QU404":
+            if errors.is_error(exc, errors.UnknownQueue):
                 raise UsageError(f"{exc.diag.message_primary}; check its name, or add --create to set it "
                                  "up before its first job") from None
-            if exc.sqlstate == "QV400":
+            if errors.is_error(exc, errors.InvalidArgument):
                 raise UsageError(exc.diag.message_primary or str(exc)) from None
             raise
 
@@ -394,6 +191,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         try:
             s = getattr(db, f"{args.action}_schedule")(conn, name=args.name, **kwargs)
         except psycopg.Error as exc:
+            # Bad input, a payload too large, a cron that does not parse, an unknown type or schedule.
             if exc.sqlstate in ("QV400", "QV413", "QC400", "QT422", "QR404"):
                 raise UsageError(exc.diag.message_primary or str(exc)) from None
             raise

@@ -14,7 +14,7 @@ from psycopg.rows import dict_row
 
 from pgqw import db
 from pgqw import schema as pgqw_schema
-from pgqw.listing import EXAMPLE_LISTING
+from pgqw.demo.listing import EXAMPLE_LISTING
 
 # The schema the queue lives in for this test run (PGQW_SCHEMA, else pgqw).
 SCHEMA = pgqw_schema.name()
@@ -94,3 +94,25 @@ def cannot_run(reason: str) -> NoReturn:
     if in_ci():
         pytest.fail(f"CI is set but {reason}")
     pytest.skip(reason)
+
+
+def listen_waiting(conn: psycopg.Connection, worker_id: str = "test-listener") -> None:
+    """LISTENs as a worker that found nothing to claim does: db.listen, then wait_for_jobs for every queue
+    (producers notify only while a worker waits)."""
+    db.listen(conn)
+    db.wait_for_jobs(conn, worker_id=worker_id, for_ms=3_600_000)
+
+
+SENTINEL = "-- sentinel --"
+
+
+def heard(listener: psycopg.Connection, writer: psycopg.Connection) -> list[tuple[str, str]]:
+    """Every notification sent before now, in order: the writer sends a sentinel last (one session's
+    notifications arrive in commit order), so "nothing else" is read without waiting for a timeout."""
+    writer.execute("select pg_notify('pgqw_jobs', %s)", [SENTINEL])
+    found = []
+    for note in listener.notifies(timeout=10):
+        if note.payload == SENTINEL:
+            return found
+        found.append((note.channel, note.payload))
+    raise AssertionError(f"the sentinel never came; heard {found}")

@@ -17,8 +17,8 @@ import pytest
 
 from pgqw import launch
 from pgqw.cli import build_parser
+from pgqw.demo.listing import EXAMPLE_LISTING
 from pgqw.launch import free_port, wait_for
-from pgqw.tools import EXAMPLE_LISTING
 
 ROOT = Path(__file__).resolve().parents[1]
 SUBCOMMANDS = sorted(next(a for a in build_parser()._actions
@@ -127,6 +127,15 @@ def test_cli_report_prints_counts_and_timeline(db_url: str) -> None:
     done = _pgqw("report", "concurrency", "w-", env={"DATABASE_URL": db_url})
     assert done.returncode == 0, done.stderr
     assert "jobs worked on by two workers at the same time: 0" in done.stdout
+    # An attempt with a timeout shows when it times out.
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        timed = db.enqueue_job(conn, type="listing_flyer", payload=EXAMPLE_LISTING, idempotency_key="cli-timed",
+                               timeout_ms=90_000)
+        claimed = db.claim_job(conn, worker_id="w-cli")
+        assert claimed is not None and claimed.id == timed.id and claimed.deadline_at is not None
+    done = _pgqw("report", "timeline", str(timed.id), env={"DATABASE_URL": db_url})
+    assert done.returncode == 0, done.stderr
+    assert "deadline_at" in done.stdout and claimed.deadline_at.strftime("%H:%M:%S") in done.stdout, done.stdout
 
 
 def test_cli_check_idempotency_counts_one_flyer(db_url: str) -> None:
@@ -207,6 +216,21 @@ def _job_with_id(conn, job_id: str):  # type: ignore[no-untyped-def]
                          queue="default", priority=0)
     conn.execute("update jobs set id = %s::uuid where id = %s", [job_id, job.id])
     return db.get_job(conn, job_id=job_id)
+
+
+def test_cli_report_counts_expired_jobs(db_url: str) -> None:
+    import psycopg
+
+    from pgqw import db
+
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for n in range(2):
+            db.enqueue_job(conn, type="listing_flyer", payload=EXAMPLE_LISTING, idempotency_key=f"cli-exp-{n}",
+                           expire_after_ms=1)
+        conn.execute("select * from sweep_stuck_at(now() + interval '1 minute')")
+    done = _pgqw("report", env={"DATABASE_URL": db_url})
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^expired +2$", done.stdout, re.M), done.stdout
 
 
 def test_cli_report_timeline_takes_a_unique_prefix_of_the_job_id(db_url: str) -> None:

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from pgqw import client, db
 from pgqw.errors import JobStateConflict, UnknownQueue
 from pgqw.tasks import File, Registry, register
+from tests.helpers import listen_waiting
 
 tasks = Registry()
 
@@ -54,7 +55,7 @@ def test_client_enqueue_in_a_rolled_back_transaction_leaves_no_job(db_url: str, 
 def test_client_enqueue_commits_with_the_callers_writes_and_wakes_a_worker(db_url: str, conn: psycopg.Connection,
                                                                            connect) -> None:
     listener = connect()
-    db.listen(listener)
+    listen_waiting(listener)
     with psycopg.connect(db_url) as app:
         app.execute("create table signups (email text)")
         app.execute("insert into signups values ('b@example.com')")
@@ -231,3 +232,33 @@ def test_client_async_enqueue_rollback_commit_and_wait(db_url: str, conn: psycop
 def test_client_a_job_id_that_is_no_uuid_is_refused_before_the_database(conn: psycopg.Connection, call) -> None:
     with pytest.raises(ValueError, match="a job id is a UUID, got 'job-42'"):
         call(conn, "job-42")
+
+
+def test_client_expiry_options_reach_the_job_and_wait_ends_on_expired(conn: psycopg.Connection) -> None:
+    at = datetime.now(timezone.utc) + timedelta(hours=1)
+    assert send_welcome.enqueue(conn, {"email": "e@example.com"}, expires_at=at).expires_at == at
+    later = send_welcome.enqueue(conn, {"email": "f@example.com"}, expire_after=timedelta(minutes=5))
+    assert later.expires_at == later.run_at + timedelta(minutes=5)
+    [many] = client.enqueue_many(conn, [client.Enqueue(send_welcome, {"email": "g@example.com"}, expire_after=1000)])
+    assert many.expires_at == many.run_at + timedelta(seconds=1)
+    in_ms = send_welcome.enqueue(conn, {"email": "h@example.com"}, expire_after_ms=2500)
+    assert in_ms.expires_at == in_ms.run_at + timedelta(milliseconds=2500)
+    conn.execute("select * from sweep_stuck_at(now() + interval '1 minute')")
+    assert client.wait(conn, many.id, timeout=5).status == "expired"   # final: wait returns at once
+    assert "expired" in client.FINAL
+
+
+@pytest.mark.parametrize("options, error", [
+    ({"expires_at": datetime.now(timezone.utc) + timedelta(hours=1), "expire_after": 1000}, ValueError),
+    ({"expires_at": datetime(2100, 1, 1)}, ValueError),
+    ({"expires_at": "tomorrow"}, TypeError),
+    ({"expire_after": 1.5}, TypeError),
+    ({"expire_after": 1000, "expire_after_ms": 1000}, ValueError),
+    ({"expires_at": datetime.now(timezone.utc) + timedelta(hours=1), "expire_after_ms": 1000}, ValueError),
+    ({"expire_after_ms": timedelta(seconds=1)}, TypeError),
+])
+def test_client_bad_expiry_options_are_refused_before_the_database(conn: psycopg.Connection, options: dict,
+                                                                   error: type) -> None:
+    with pytest.raises(error, match="expire"):
+        send_welcome.enqueue(conn, {"email": "t@example.com"}, **options)
+    assert db.list_jobs(conn).jobs == []

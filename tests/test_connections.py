@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from pgqw import client, connections, db
 from pgqw.errors import UnknownTaskType
 from pgqw.tasks import Registry, register
+from tests.helpers import listen_waiting
 
 tasks = Registry()
 
@@ -39,7 +40,7 @@ def _registered(conn: psycopg.Connection) -> None:
 def listener(connect: Callable[[], psycopg.Connection]) -> psycopg.Connection:
     """An autocommit connection that LISTENs as a worker does."""
     c = connect()
-    db.listen(c)
+    listen_waiting(c)
     return c
 
 

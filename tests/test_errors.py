@@ -106,3 +106,29 @@ def test_errors_the_api_answers_a_pgqw_error_as_the_database_error_it_came_from(
     r = app.test_client().get("/boom")
     assert r.status_code == 404
     assert (r.get_json()["error"]["code"], r.get_json()["error"]["details"]["sqlstate"]) == ("job_not_found", "QN404")
+
+
+def test_is_error_matches_a_class_by_its_own_code_only() -> None:
+    lost = errors.from_psycopg(_Fake("QL409"))
+    assert lost is not None and errors.is_error(lost, errors.LeaseLost)
+    assert errors.is_error(_Fake("QK409"), errors.CancelRequested)
+    assert not errors.is_error(_Fake("QK409"), errors.LeaseLost)  # a subclass has a code of its own
+    assert errors.is_error(_Fake("QN404"), errors.LeaseLost, errors.JobNotFound)
+    assert not errors.is_error(_Fake("23505"), errors.JobNotFound)
+    assert not errors.is_error(ValueError("no code"), errors.JobNotFound)
+    assert errors.cancel_requested(_Fake("QK409")) and not errors.cancel_requested(_Fake("QL409"))
+    # Every class but the base stands for exactly one code of CODES.
+    assert sorted(errors.SQLSTATE_OF.values()) == sorted(c.sqlstate for c in errors.CODES.values()
+                                                        if c.error is not errors.PgqwError)
+
+
+class _Fake(Exception):
+    """A driver's error as far as pgqw.errors reads one: its SQLSTATE."""
+
+    def __init__(self, sqlstate: str) -> None:
+        super().__init__(f"error {sqlstate}")
+        self.sqlstate = sqlstate
+
+
+def test_is_error_of_the_base_class_matches_nothing() -> None:
+    assert not errors.is_error(_Fake("QV413"), errors.PgqwError)

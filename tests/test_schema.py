@@ -76,7 +76,7 @@ def test_migrate_into_an_application_database_leaves_its_objects_alone_and_adds_
         assert {"jobs", "job_attempts", "job_results", "queues", "workers", "schedules", "task_types",
                 "queue_settings", "migrations"} <= made
         # Both enqueue_jobs: each resolves where its caller names it.
-        job = rows(c, f"select * from {SCHEMA}.enqueue_job('listing_flyer', %s, 'k1')", [Jsonb(LISTING)])[0]
+        job = rows(c, f"select (e.job).* from {SCHEMA}.enqueue_job('listing_flyer', %s, 'k1') e", [Jsonb(LISTING)])[0]
         assert rows(c, "select public.enqueue_job('x') as v") == [{"v": "the application's: x"}]
         assert db.get_job(c, job_id=job["id"]).status == "pending"
     again = _pgqw("migrate", env={"DATABASE_URL": empty_db_url})
@@ -98,7 +98,7 @@ def test_every_statement_the_package_sends_names_the_queues_objects_with_the_sch
     """A plain name would find an application's own `jobs` (or nothing) on the caller's search_path."""
     functions = sorted((p.stem for p in function_files()), key=len, reverse=True)
     tables = ("jobs", "job_attempts", "job_results", "queues", "workers", "schedules", "task_types",
-              "task_type_settings", "queue_settings", "job_cancel_requests", "job_waiters", "flyers", "migrations")
+              "task_type_settings", "queue_settings", "job_cancel_requests", "job_waiters", "migrations")
     plain_call = re.compile(r"(?<![\w.])(" + "|".join(functions) + r")\(")
     plain_table = re.compile(r"\b(?:from|join|into|update|table)\s+(" + "|".join(tables) + r")\b")
     package = ROOT / "pgqw"
@@ -184,9 +184,9 @@ def test_two_queues_in_two_schemas_of_one_database_are_apart(empty_db_url: str) 
     migrate(empty_db_url, schema=other)
     with psycopg.connect(empty_db_url, autocommit=True) as c:
         c.execute(f"select {other}.register_task_types('[{{\"name\": \"t\", \"payload_schema\": {{}}}}]')")
-        mine = rows(c, f"select id from {other}.enqueue_job('t', '{{}}', 'k')")[0]["id"]
+        mine = rows(c, f"select (e.job).id from {other}.enqueue_job('t', '{{}}', 'k') e")[0]["id"]
         assert rows(c, f"select count(*) as n from {SCHEMA}.jobs") == [{"n": 0}]
-        claimed = rows(c, f"select id from {other}.claim_job('w1')")
+        claimed = rows(c, f"select (c.job).id from {other}.claim_job('w1') c")
         assert [r["id"] for r in claimed] == [mine]
         # Each schema's functions pin their own schema.
         config = rows(c, "select n.nspname, p.proconfig[1] as path from pg_proc p"

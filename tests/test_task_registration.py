@@ -140,7 +140,7 @@ def test_a_dba_can_let_unregistered_types_in_and_then_all_three_accept_them(db_u
     a worker that runs them (which registers the type at its start)."""
     conn.execute("update queue_settings set accept_unregistered_types = true")
     made = [
-        rows(conn, "select id, status, queue from enqueue_job('generate_invoice', '{}', 'k-sql')")[0],
+        rows(conn, "select (e.job).id, (e.job).status, (e.job).queue from enqueue_job('generate_invoice', '{}', 'k-sql') e")[0],
         client.enqueue(conn, "generate_invoice", {"n": 2}, idempotency_key="k-client"),
     ]
     app = create_app({"TESTING": True, "DATABASE_URL": db_url})

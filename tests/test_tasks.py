@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,8 @@ def test_task_payload_model_from_the_annotation_and_its_json_schema() -> None:
     assert t.registration() == {
         "name": "ship", "payload_schema": t.payload_schema, "description": "Ships an order.", "queue": "orders",
         "priority": 2, "max_attempts": 3, "backoff_base_ms": 10, "backoff_max_delay_ms": 100,
-        "backoff_max_jitter_ms": 0, "lease_ms": 1000}
+        "backoff_max_jitter_ms": 0, "lease_ms": 1000, "timeout_ms": None, "expire_after_ms": None,
+        "max_snoozes": None, "retain_succeeded_ms": None, "retain_failed_ms": None}
     assert t.is_permanent(KeyError()) and t.is_permanent(PermanentError())
     assert not t.is_permanent(ValueError())
     with pytest.raises(pydantic.ValidationError):
@@ -148,3 +150,24 @@ def test_worker_with_a_bad_task_definition_stops_at_start_in_one_line(module: st
     assert "Traceback" not in done.stderr
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("pgqw worker: ") and expected in line, line
+
+
+def test_task_expiry_snooze_limit_and_retention_are_registered_as_code_defaults() -> None:
+    r = Registry()
+
+    @r.task("render", expire_after_ms=60_000, max_snoozes=3, retain_succeeded=timedelta(hours=1),
+            retain_failed=timedelta(days=90))
+    def render(payload: Point, ctx: Any) -> None:
+        pass
+
+    row = r.get("render").registration()
+    assert (row["expire_after_ms"], row["max_snoozes"]) == (60_000, 3)
+    assert (row["retain_succeeded_ms"], row["retain_failed_ms"]) == (3_600_000, 90 * 86_400_000)
+
+
+@pytest.mark.parametrize("options", [{"expire_after_ms": 0}, {"max_snoozes": 1001}, {"max_snoozes": -1},
+                                     {"retain_succeeded": timedelta(seconds=-1)}, {"retain_failed": 3600},
+                                     {"retain_failed": timedelta(days=40000)}])
+def test_task_bad_expiry_snooze_limit_or_retention_is_a_definition_error(options: dict[str, Any]) -> None:
+    with pytest.raises(TaskDefinitionError):
+        Registry().task("bad", model=Point, **options)(lambda payload, ctx: None)

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from pydantic import BaseModel
 
-from pgqw import PermanentError, client, testing
+from pgqw import PermanentError, Snooze, client, testing
 from pgqw.schema import qualify
 from pgqw.tasks import Registry, register
 
@@ -45,6 +45,13 @@ def refused(payload: Order, ctx: Any) -> None:
 @tasks.task("nothing")
 def nothing(payload: Order, ctx: Any) -> None:
     return None
+
+
+@tasks.task("snoozy")
+def snoozy(payload: Order, ctx: Any) -> dict[str, Any]:
+    if ctx.attempt == 1:
+        raise Snooze(60_000)
+    return {"attempt": ctx.attempt}
 
 
 @tasks.task("async_receipt")
@@ -116,6 +123,25 @@ def test_testing_run_jobs_raise_errors_after_recording(conn: psycopg.Connection)
     assert client.get_job(conn, job.id).status == "dead"
 
 
+def test_testing_run_jobs_a_snooze_puts_the_job_off_without_spending_its_attempt(conn: psycopg.Connection) -> None:
+    job = snoozy.enqueue(conn, {"order": 11})
+    [ran] = testing.run_jobs(conn, tasks=tasks, raise_errors=True)   # a snooze is not an error
+    assert (ran.job.id, ran.outcome, ran.error, ran.job.status) == (job.id, "snoozed", None, "pending")
+    assert isinstance(ran.exception, Snooze) and ran.job.max_attempts == job.max_attempts + 1
+    assert testing.run_jobs(conn, tasks=tasks) == []   # not before its time
+    conn.execute(qualify("update pgqw.jobs set run_at = now() where id = %s"), [job.id])
+    [again] = testing.run_jobs(conn, tasks=tasks)
+    assert (again.outcome, client.result(conn, job.id)) == ("succeeded", {"attempt": 2})
+    assert [a.outcome for a in client.attempts(conn, job.id)] == ["snoozed", "succeeded"]
+
+
+def test_testing_run_jobs_a_snooze_past_the_limit_is_dead(conn: psycopg.Connection) -> None:
+    conn.execute(qualify("update pgqw.queue_settings set max_snoozes = 0"))
+    job = snoozy.enqueue(conn, {"order": 12})
+    [ran] = testing.run_jobs(conn, tasks=tasks)
+    assert (ran.outcome, ran.error, client.get_job(conn, job.id).status) == ("dead", "snoozed more than 0 times", "dead")
+
+
 def test_testing_run_jobs_in_the_callers_transaction_rolls_back_with_it(db_url: str, conn: psycopg.Connection) -> None:
     with psycopg.connect(db_url) as mine:
         job = receipt.enqueue(mine, {"order": 10})
@@ -170,3 +196,33 @@ def test_testing_fixtures_in_a_users_pytest_run(empty_db_url: str, tmp_path: Pat
     with psycopg.connect(empty_db_url) as check:  # the throw-away schema is gone; nothing in public
         assert check.execute("select count(*) from pg_namespace where nspname like 'pgqw_test_%'").fetchone() == (0,)
         assert check.execute("select count(*) from pg_tables where schemaname = 'public'").fetchone() == (0,)
+
+
+@tasks.task("progressing")
+def progressing(payload: Order, ctx: Any) -> None:
+    ctx.progress({"done": payload.order})
+
+
+@tasks.task("transacted")
+def transacted(payload: Order, ctx: Any) -> dict[str, Any]:
+    with ctx.transaction(result={"saved": payload.order}) as tx:
+        tx.execute("insert into testing_rows values (%s)", [payload.order])
+        if payload.order < 0:
+            raise ValueError("negative")
+    return {"not": "stored"}
+
+
+def test_testing_run_jobs_progress_is_written_under_the_token(conn: psycopg.Connection) -> None:
+    job = progressing.enqueue(conn, {"order": 7})
+    [ran] = testing.run_jobs(conn, tasks=tasks)
+    assert ran.outcome == "succeeded" and client.get_job(conn, job.id).progress == {"done": 7}
+
+
+def test_testing_run_jobs_transaction_commits_with_the_success_or_not_at_all(conn: psycopg.Connection) -> None:
+    conn.execute("create table if not exists testing_rows (n integer not null)")
+    good = transacted.enqueue(conn, {"order": 3})
+    bad = transacted.enqueue(conn, {"order": -1})
+    ran = {r.job.id: r for r in testing.run_jobs(conn, tasks=tasks, queues=None)}
+    assert ran[good.id].outcome == "succeeded" and client.result(conn, good.id) == {"saved": 3}
+    assert ran[bad.id].outcome == "failed" and ran[bad.id].error == "ValueError: negative"
+    assert [r[0] for r in conn.execute("select n from testing_rows order by n")] == [3]

@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import socket
+import threading
 import urllib.request
 from pathlib import Path
 from typing import Iterator
@@ -85,22 +86,29 @@ def test_launch_settings_name_every_setting_pgqw_reads(monkeypatch: pytest.Monke
     """A child started without inherit_settings gets no pgqw setting from its parent: the launcher's
     list must name every environment variable pgqw.config reads."""
     read: set[str] = set()
+    # Only this thread's reads: a pool or a server thread another test left running may read the
+    # environment (libpq's PG* variables) while os.environ is replaced.
+    me = threading.get_ident()
+
+    def note(key: str) -> None:
+        if threading.get_ident() == me:
+            read.add(key)
 
     class Recording(dict):  # the variables load() asks for, whichever way it asks
         def get(self, key, default=None):  # type: ignore[no-untyped-def]
-            read.add(key)
+            note(key)
             return super().get(key, default)
 
         def __getitem__(self, key):  # type: ignore[no-untyped-def]
-            read.add(key)
+            note(key)
             return super().__getitem__(key)
 
         def __contains__(self, key):  # type: ignore[no-untyped-def]
-            read.add(key)
+            note(key)
             return super().__contains__(key)
 
     monkeypatch.setattr(os, "environ", Recording(os.environ))
     config.load()
     inherited = {"PGQW_SCHEMA"}  # every process of one queue uses one schema: a child always inherits it
     assert read - inherited and read - inherited <= set(launch.SETTINGS), sorted(read - inherited - set(launch.SETTINGS))
-    assert set(launch.SETTINGS) == {s.env for s in config.SETTINGS} - inherited
+    assert set(launch.SETTINGS) == {name for s in config.SETTINGS for name in s.names} - inherited

@@ -142,14 +142,35 @@ def test_migrate_moves_an_install_in_public_into_the_schema_with_every_row(
     notes: list[str] = []
     result = migrate(empty_db_url, log=notes.append)
     assert any(n.startswith(f"moved     the queue from public into {SCHEMA}") for n in notes), notes
-    # The release's 14 stay applied; the ones after it are new.
-    assert result.applied == ["0015_unregistered_types_and_known_queues.sql", "0016_isolated_jobs.sql",
-                              "0017_role_bounds.sql"]
+    # The release's 14 stay applied; every one after it is new.
+    shipped = sorted(p.name for p in (Path(__file__).resolve().parents[1] / "db" / "migrations").glob("*.sql"))
+    assert shipped[14] == "0015_unregistered_types_and_known_queues.sql"
+    assert result.applied == shipped[14:]
     after = _tables(empty_db_url, SCHEMA)
     for row in after["queue_settings"]:  # the new columns, at their defaults
         assert row.pop("accept_unregistered_types") is False
         assert (row.pop("prune_succeeded_after"), row.pop("prune_finished_after")) == (
             timedelta(days=7), timedelta(days=30))
+    for table, columns in (("jobs", ("timeout_ms", "deadline_at")), ("job_attempts", ("deadline_at",)),
+                           ("task_types", ("code_timeout_ms", "timeout_ms"))):  # 0019's: no timeout
+        for row in after[table]:
+            assert [row.pop(c) for c in columns] == [None] * len(columns)
+    for row in after["queue_settings"]:  # 0020's
+        assert row.pop("max_snoozes") == 100
+    for row in after["task_types"]:
+        assert row.pop("max_snoozes") is None
+    for table, columns in (("jobs", ("expires_at",)),
+                           ("task_types", ("code_expire_after_ms", "expire_after_ms", "code_retain_succeeded",
+                                           "retain_succeeded", "code_retain_failed", "retain_failed",
+                                           "code_max_snoozes"))):  # 0021's: no expiry, the queue's retention
+        for row in after[table]:
+            assert [row.pop(c) for c in columns] == [None] * len(columns)
+    for row in after["jobs"]:  # 0022's
+        assert row.pop("progress") is None
+    for table, columns in (("jobs", ("workflow_id", "batch_id", "serial_key", "serial_seq", "concurrency_key")),
+                           ("queues", ("key_max_running",))):  # 0023's: no workflow, batch, key or key limit
+        for row in after[table]:
+            assert [row.pop(c) for c in columns] == [None] * len(columns)
     assert after["ledger"][:len(before["ledger"])] == before["ledger"]
     assert {k: v for k, v in after.items() if k != "ledger"} == {k: v for k, v in before.items() if k != "ledger"}
     assert _in_public(empty_db_url) == []
@@ -160,9 +181,9 @@ def test_migrate_moves_an_install_in_public_into_the_schema_with_every_row(
         assert worker.execute("show search_path").fetchone() == (f"{SCHEMA}, public",)
         swept = rows(worker, "select job_id from sweep_stuck()")
         assert [r["job_id"] for r in swept] == [ids["swept"]]
-        got = rows(worker, "select id, lease_token from claim_job('w-new', array['noop-q'])")
+        got = rows(worker, "select (r.job).id, lease_token from claim_job('w-new', array['noop-q']) r")
         assert [g["id"] for g in got] in ([ids["pending"]], [ids["swept"]], [ids["failed"]])
-        assert rows(worker, "select status from mark_succeeded(%s, %s)", [got[0]["id"], got[0]["lease_token"]]) \
+        assert rows(worker, "select (r.job).status from mark_succeeded(%s, %s) r", [got[0]["id"], got[0]["lease_token"]]) \
             == [{"status": "succeeded"}]
     assert migrate(empty_db_url).applied == []  # and a second migrate finds nothing to move or apply
 

@@ -90,7 +90,8 @@ JOB_EVENTS = frozenset({"start", "success"})
 LEVELS = {
     "error": "error", "db error": "error", "db pool": "error", "schedule error": "error", "hook error": "error",
     "dead": "error", "failed": "warning", "warning": "warning", "lost": "warning", "not handed back": "warning",
-    "ignored late result": "warning", "exit": "warning",
+    "ignored late result": "warning", "exit": "warning", "timed out": "warning", "leaked": "warning",
+    "died": "error",
 }
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 
 from pgqw import config
-from pgqw.config import ConfigError, Settings
+from pgqw.config import ConfigError, Settings, env_names
 from pgqw.errors import NO_QUEUE, no_queue_message
 
 
@@ -47,6 +48,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from pgqw.worker.runner import Worker
 
     settings = settings_from_args(args)
+    if getattr(args, "processes", None) is not None:
+        return supervise(args, settings)
     try:
         tasks = load(settings.task_modules)
     except TaskDefinitionError as exc:
@@ -55,3 +58,36 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return Worker(settings, database_url(settings), tasks=tasks).run()
     except NO_QUEUE as exc:
         raise UsageError(no_queue_message(exc)) from None
+
+
+def supervise(args: argparse.Namespace, settings: Settings) -> int:
+    """`pgqw worker --processes N`: N children of this command without --processes (supervisor.py)."""
+    from pgqw import launch
+    from pgqw.errors import UsageError
+    from pgqw.tasks import TaskDefinitionError, load
+    from pgqw.worker.log import Log
+    from pgqw.worker.supervisor import Supervisor
+
+    try:
+        load(settings.task_modules)  # a module that does not import is one line here, not N crash loops
+    except TaskDefinitionError as exc:
+        raise UsageError(str(exc)) from None
+    common: list[str] = []
+    if args.concurrency is not None:
+        common += ["--concurrency", str(args.concurrency)]
+    if args.queues is not None:
+        common += ["--queues", args.queues]
+    for modules in args.tasks or ():
+        common += ["--tasks", modules]
+
+    # An id given (--id or the environment, which every child inherits) gets each child's number, so that no
+    # two processes speak under one id (a clean stop of one would end the others' wait_for_jobs).
+    given_id = args.worker_id is not None or any(name in os.environ for name in env_names("WORKER_ID"))
+
+    def argv(n: int) -> list[str]:
+        named = ["--id", f"{settings.worker_id}-{n}"] if given_id else []
+        return launch.command(["worker", *named, *common])
+
+    log = Log(settings.worker_id if given_id else f"supervisor-{os.getpid()}",
+              log_format=settings.log_format)
+    return Supervisor(argv, args.processes, log).run()

@@ -15,12 +15,13 @@ from typing import Any, Callable
 
 import psycopg
 
-from pgqw import db
+from pgqw import db, errors
 from pgqw.config import Settings
-from pgqw.worker.database import Database, WorkerExiting
+from pgqw.worker.connection.database import Database
+from pgqw.worker.job.recorder import EARLIER_TRY, NOT_HELD
+from pgqw.worker.job.slots import Running, Slots
 from pgqw.worker.log import Log, first_line, short
-from pgqw.worker.recorder import EARLIER_TRY, NOT_HELD
-from pgqw.worker.slots import Running, Slots
+from pgqw.worker.service import WorkerExiting
 
 RELEASE_DEADLINE_S = 5.0        # how long shutdown keeps trying to hand a job back
 MARK_DRAIN_S = 5.0              # how long shutdown waits for results being recorded
@@ -77,8 +78,9 @@ class Shutdown:
                              f"{len(self.slots.held())} running job(s)")
         for run in self.leftovers(self.clock() + self.grace_s):
             self.hand_back(run)
-        # Results already being recorded get a little longer (a connection may be reconnecting).
-        self.slots.wait(lambda: not any(r.state == "marking" for r in self.slots.holding()),
+        # Results already being recorded get a little longer (a connection may be reconnecting), and so do
+        # the attempts being recorded timed out (job/deadlines.py).
+        self.slots.wait(lambda: not any(r.state in ("marking", "timing out") for r in self.slots.holding()),
                         self.clock() + MARK_DRAIN_S)
 
     def leftovers(self, deadline: float) -> list[Running]:
@@ -99,7 +101,7 @@ class Shutdown:
                 reason=f"worker {self.worker_id} shutting down"), deadline=self.clock() + RELEASE_DEADLINE_S)
         except psycopg.Error as exc:
             self.slots.free(run)
-            if exc.sqlstate in NOT_HELD:
+            if errors.is_error(exc, *NOT_HELD):
                 self.log("not handed back", f"{run.tag()}: {exc.diag.message_primary or first_line(exc)}",
                          **run.fields(), sqlstate=exc.sqlstate, error=exc.diag.message_primary or first_line(exc))
             else:
@@ -116,7 +118,11 @@ class Shutdown:
 
     def summary(self) -> None:
         c = self.slots.counts
+        # Timeouts only when there were some (job/deadlines.py): threads given up on are still running.
+        timeouts = (f"{c['timed out']} timed out, {c['leaked']} leaked, " if c["timed out"] or c["leaked"]
+                    else "")
         self.log("stopped", f"{c['succeeded']} succeeded, {c['failed']} failed, {c['dead']} dead, "
-                            f"{c['handed back']} handed back, {c['swept']} swept, "
+                            f"{c['handed back']} handed back, {c['swept']} swept, {timeouts}"
                             f"peak {self.slots.peak}/{self.slots.cap}",
-                 **{k.replace(" ", "_"): c[k] for k in ("succeeded", "failed", "dead", "handed back", "swept")})
+                 **{k.replace(" ", "_"): c[k] for k in ("succeeded", "failed", "dead", "handed back", "swept",
+                                                        "timed out", "leaked")})

@@ -5,7 +5,6 @@ const POLL_MS = 500;
 const REFRESH_MS = 3000;
 const PAGE_SIZE = 15;
 const DEAD_PAGE_SIZE = 10;
-const LISTING_FIELDS = ["title", "priceMinor", "currency", "address", "bedrooms"];
 
 const $ = (selector, root = document) => root.querySelector(selector);
 const $$ = (selector, root = document) => Array.from(root.querySelectorAll(selector));
@@ -14,8 +13,6 @@ const $$ = (selector, root = document) => Array.from(root.querySelectorAll(selec
 // The app's root as the server rendered it (request.script_root + "/": "/", or "/queue/" when it is
 // mounted there). Every URL the page fetches or links to is made from it, never from "/".
 const BASE = new URL(document.documentElement.dataset.base || "./", location.href);
-// The demo's form is on the page only when the server loaded the demo's task module.
-const DEMO = Boolean(document.getElementById("view-make"));
 
 // "api/stats" → the absolute URL of that route of this app.
 function appUrl(path) {
@@ -28,12 +25,9 @@ function apiPathUrl(path) {
   return appUrl(path.startsWith(root) ? path.slice(root.length) : path.replace(/^\/+/, ""));
 }
 
-// Where a succeeded job's result is: its resultUrl, below BASE. Without the demo there is no flyer
-// route; /result serves the same file.
+// Where a succeeded job's result is: its resultUrl, below BASE.
 function resultHref(job) {
-  if (!job.resultUrl) return null;
-  const path = DEMO ? job.resultUrl : job.resultUrl.replace(/\/flyer$/, "/result");
-  return apiPathUrl(path);
+  return job.resultUrl ? apiPathUrl(job.resultUrl) : null;
 }
 
 // ---------- API ----------
@@ -88,10 +82,10 @@ function initAuth() {
   });
 }
 
-// A link to a job's result (or flyer) of this app's API.
+// A link to a file of a job (its result, or a route a task module added) of this app's API.
 function isResultLink(href) {
   const api = appUrl("api/jobs/");
-  return href.startsWith(api) && /^[^/]+\/(flyer|result)$/.test(href.slice(api.length).split(/[?#]/)[0]);
+  return href.startsWith(api) && /^[^/]+\/[a-z]+$/.test(href.slice(api.length).split(/[?#]/)[0]);
 }
 
 // path: relative to the app's root ("api/jobs"), see appUrl.
@@ -148,24 +142,12 @@ function shortId(id) {
   return id.slice(0, 8);
 }
 
-// Mirrors pgqw.listing.format_price: symbol, grouped major units, minor part only when non-zero.
-function formatPrice(minorText, option) {
-  if (!/^\d+$/.test(minorText) || !option) return "";
-  const exponent = Number(option.dataset.exponent);
-  const minor = BigInt(minorText);
-  const base = 10n ** BigInt(exponent);
-  const major = (minor / base).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ",");
-  const rest = minor % base;
-  let text = option.dataset.symbol + major;
-  if (rest !== 0n) text += "." + rest.toString().padStart(exponent, "0");
-  return text;
-}
-
 // lastError is the error of the latest failed attempt. While the job is failed or dead that attempt is
 // where the job stands, and the error shows as one (red). In any other status a later attempt has
 // started or succeeded since, so the error is history: shown muted and labelled as an earlier attempt's.
+// An expired job's lastError says when it expired: where it stands, as a dead one's.
 function earlierError(job) {
-  return Boolean(job.lastError) && job.status !== "failed" && job.status !== "dead";
+  return Boolean(job.lastError) && !["failed", "dead", "expired"].includes(job.status);
 }
 
 function errorText(job) {
@@ -219,20 +201,44 @@ function button(text, testid, onClick, className = "button small-button") {
 
 // ---------- views ----------
 
-const views = DEMO ? ["console", "jobs", "dead", "make"] : ["console", "jobs", "dead"];
+// The tabs a task module added (its script, loaded after this one, calls registerTab): their views
+// are sections of the page like the console's own.
+const consoleTabs = {};
 
+function registerTab(name, tab) {
+  consoleTabs[name] = tab;
+}
+
+// #name, or #name/<id> for the views of one thing (#job/<id>, #workflow/<id>, #batch/<id>).
 function currentView() {
-  const name = location.hash.replace("#", "");
+  const name = location.hash.replace("#", "").split("/")[0];
+  const views = $$(".view").map((section) => section.dataset.view);
   return views.includes(name) ? name : "console";
 }
+
+function viewArgument() {
+  const parts = location.hash.replace("#", "").split("/");
+  return parts.length > 1 ? decodeURIComponent(parts.slice(1).join("/")) : "";
+}
+
+// The views of one job, workflow or batch belong to the Jobs tab.
+const TAB_OF_VIEW = { job: "jobs", workflow: "jobs", batch: "jobs" };
 
 function showView() {
   const name = currentView();
   for (const section of $$(".view")) section.hidden = section.dataset.view !== name;
-  for (const tab of $$(".tab")) tab.classList.toggle("active", tab.dataset.tab === name);
+  for (const tab of $$(".tab")) tab.classList.toggle("active", tab.dataset.tab === (TAB_OF_VIEW[name] || name));
   if (name === "console") consoleView.load();
   if (name === "jobs") jobs.load();
   if (name === "dead") dead.load(null);
+  if (name === "job") jobView.load(viewArgument());
+  if (name === "workflow") workflowView.load(viewArgument());
+  if (name === "batch") batchView.load(viewArgument());
+  if (consoleTabs[name] && consoleTabs[name].show) consoleTabs[name].show();
+}
+
+function viewHref(view, id) {
+  return `#${view}/${encodeURIComponent(id)}`;
 }
 
 // ---------- 0. the console: workers, queues, task types, schedules ----------
@@ -424,8 +430,17 @@ const consoleView = {
       const backoff = `${formatDuration(t.backoffBaseMs / 1000)} doubling` +
         (t.backoffMaxJitterMs ? ` + 0–${formatDuration(t.backoffMaxJitterMs / 1000)} jitter` : "") +
         `, at most ${formatDuration(t.backoffMaxDelayMs / 1000)}`;
+      // Each attempt's timeout and a job's expiry (none unless set), the snoozes it may take.
+      const limits = [
+        t.timeoutMs ? `timeout ${formatDuration(t.timeoutMs / 1000)}` : "no timeout",
+        t.expireAfterMs ? `expires after ${formatDuration(t.expireAfterMs / 1000)}` : null,
+        `${t.maxSnoozes} snooze${t.maxSnoozes === 1 ? "" : "s"}`,
+      ].filter(Boolean).join(" · ");
+      const kept = `succeeded ${formatDuration(t.retainSucceededS)}, others ${formatDuration(t.retainFailedS)}`;
+      const limitsCell = td(limits, "small");
+      limitsCell.dataset.testid = "type-limits";
       tr.append(name, td(t.queue), td(t.priority, "num"), td(t.maxAttempts, "num"), td(backoff, "small"),
-        td(formatDuration(t.leaseMs / 1000), "num nowrap"));
+        td(formatDuration(t.leaseMs / 1000), "num nowrap"), limitsCell, td(kept, "small"));
       return tr;
     });
     $("#types-rows").replaceChildren(...rows);
@@ -446,14 +461,13 @@ const consoleView = {
       error.hidden = false;
       return;
     }
-    const pick = (s, camel, snake) => (s[camel] !== undefined ? s[camel] : s[snake]);
     const rows = list.map((s) => {
       const tr = el("tr", s.paused ? "paused" : "");
       tr.dataset.schedule = s.name;
       tr.dataset.testid = "schedule-row";
       const name = el("td");
       name.append(el("div", "cell-title", s.name));
-      name.append(el("div", "muted small mono", `${pick(s, "taskType", "task_type")} → ${s.queue || "its queue"}`));
+      name.append(el("div", "muted small mono", `${s.taskType} → ${s.queue || "its queue"}`));
       const when = el("td");
       when.append(el("code", "", s.cron));
       const state = el("span");
@@ -463,8 +477,8 @@ const consoleView = {
         ? button("Resume", "schedule-resume", () => this.scheduleAction(s.name, "resume"))
         : button("Pause", "schedule-pause", () => this.scheduleAction(s.name, "pause"));
       action.setAttribute("aria-label", `${s.paused ? "Resume" : "Pause"} schedule ${s.name}`);
-      const last = pick(s, "lastSlot", "last_slot");
-      const next = pick(s, "nextSlot", "next_slot");
+      const last = s.lastSlot;
+      const next = s.nextSlot;
       tr.append(name, when, td(timeCell(last), "nowrap"),
         td(timeCell(s.paused ? null : next), "nowrap"), td(state), td(action));
       return tr;
@@ -504,195 +518,11 @@ async function refreshStats() {
   }
 }
 
-// ---------- 1. the form and the live job ----------
-
-const form = {
-  pendingKey: null, // kept when a request got no answer, so sending again cannot make a second job
-  pollTimer: null,
-
-  init() {
-    const f = $("#flyer-form");
-    f.addEventListener("submit", (event) => {
-      event.preventDefault();
-      this.submit();
-    });
-    $("#f-priceMinor").addEventListener("input", () => this.preview());
-    $("#f-currency").addEventListener("change", () => this.preview());
-    for (const input of $$("input, select", f)) {
-      input.addEventListener("input", () => {
-        this.pendingKey = null; // a different body needs a different key
-        this.clearFieldError(input.name);
-      });
-    }
-    this.preview();
-  },
-
-  preview() {
-    const select = $("#f-currency");
-    $("#price-preview").textContent = formatPrice(
-      $("#f-priceMinor").value.trim(), select.options[select.selectedIndex]
-    );
-  },
-
-  // Numbers are sent as numbers when they look like whole numbers, otherwise as typed,
-  // so the API (the one validator) can say what is wrong with them.
-  payload() {
-    const value = (name) => $(`#f-${name}`).value;
-    const number = (text) => (/^-?\d+$/.test(text.trim()) ? Number(text.trim()) : text);
-    return {
-      title: value("title"),
-      priceMinor: number(value("priceMinor")),
-      currency: value("currency"),
-      address: value("address"),
-      bedrooms: number(value("bedrooms")),
-    };
-  },
-
-  clearFieldError(name) {
-    const el = $(`#err-${name}`);
-    if (el) {
-      el.hidden = true;
-      el.textContent = "";
-      el.closest(".field").classList.remove("invalid");
-    }
-  },
-
-  showErrors(failure) {
-    const formError = $("#form-error");
-    let placed = 0;
-    for (const d of Array.isArray(failure.details) ? failure.details : []) {
-      const name = d.field.replace(/^payload\./, "");
-      const el = $(`#err-${name}`);
-      if (el && LISTING_FIELDS.includes(name)) {
-        el.textContent = `${name === "priceMinor" ? "Price" : name[0].toUpperCase() + name.slice(1)} ${d.problem}.`;
-        el.hidden = false;
-        el.closest(".field").classList.add("invalid");
-        placed += 1;
-      }
-    }
-    if (!placed) {
-      formError.textContent = failure.message;
-      formError.hidden = false;
-    }
-  },
-
-  async submit() {
-    const button = $("#submit");
-    for (const name of LISTING_FIELDS) this.clearFieldError(name);
-    $("#form-error").hidden = true;
-    button.disabled = true;
-    button.textContent = "Sending…";
-    this.pendingKey = this.pendingKey || newKey();
-    try {
-      const { data } = await api("api/jobs", {
-        method: "POST",
-        headers: { "Content-Type": "application/json", Accept: "application/json", "Idempotency-Key": this.pendingKey },
-        body: JSON.stringify({ type: "listing_flyer", payload: this.payload() }),
-      });
-      this.pendingKey = null;
-      this.follow(data);
-    } catch (failure) {
-      if (failure instanceof ApiFailure) {
-        this.pendingKey = null;
-        this.showErrors(failure);
-      } else {
-        const formError = $("#form-error");
-        formError.textContent = "The server did not answer. Press the button again to resend the same request.";
-        formError.hidden = false;
-      }
-    } finally {
-      button.disabled = false;
-      button.textContent = "Make the flyer";
-    }
-  },
-
-  follow(job) {
-    clearTimeout(this.pollTimer);
-    $("#job-card").classList.remove("is-empty");
-    $("#job-empty").hidden = true;
-    $("#job-body").hidden = false;
-    this.render(job);
-    this.poll(job.id);
-  },
-
-  poll(id) {
-    this.pollTimer = setTimeout(async () => {
-      try {
-        const { data } = await api(`api/jobs/${id}`);
-        this.render(data);
-        if (["succeeded", "dead", "cancelled"].includes(data.status)) return;
-      } catch (_) {
-        // Keep following; the server may be restarting.
-      }
-      this.poll(id);
-    }, POLL_MS);
-  },
-
-  render(job) {
-    badge($("#job-status"), job.status);
-    $("#job-id").textContent = job.id;
-    $("#job-attempts").textContent = `${job.attempts} of ${job.maxAttempts}`;
-    $("#job-created").replaceChildren(timeCell(job.createdAt));
-    // Facts with nothing to say yet are hidden rather than shown as a dash.
-    const fact = (name, value, render) => {
-      $(`#fact-${name}`).hidden = !value;
-      if (value) render(value);
-    };
-    fact("started", job.startedAt, (v) => $("#job-started").replaceChildren(timeCell(v)));
-    fact("finished", job.finishedAt, (v) => $("#job-finished").replaceChildren(timeCell(v)));
-    fact("next", job.nextAttemptAt, (v) => $("#job-next").replaceChildren(timeCell(v)));
-    fact("worker", job.lockedBy, (v) => ($("#job-worker").textContent = v));
-    fact("error", job.lastError, () => {
-      const earlier = earlierError(job);
-      // The label says whose error it is; the text is the error alone.
-      $("#job-error-label").textContent = earlier ? "Earlier attempt failed" : "Last error";
-      $("#job-error").className = earlier ? "earlier-error" : "error-text";
-      $("#job-error").textContent = job.lastError;
-    });
-    const order = ["pending", "processing", "succeeded"];
-    const at = job.status === "failed" ? 0 : order.indexOf(job.status);
-    for (const li of $$("#job-steps li")) {
-      const i = order.indexOf(li.dataset.step);
-      li.classList.toggle("done", at > i || job.status === "succeeded");
-      li.classList.toggle("current", at === i && job.status !== "succeeded");
-    }
-    const link = $("#pdf-link");
-    link.hidden = !job.resultUrl;
-    if (job.resultUrl) link.href = resultHref(job);
-    const notes = {
-      pending: "Waiting for a worker…",
-      processing: "A worker is rendering the PDF…",
-      failed: "That attempt failed; it will be retried automatically.",
-      dead: "The job failed for good. See Dead letters to retry it.",
-      succeeded: "Done. The PDF is ready.",
-      cancelled: "Cancelled. No flyer will be made.",
-    };
-    $("#job-note").textContent = notes[job.status] || "";
-    // Cancel: a waiting job ends at once; a running one is asked to stop (its worker ends it).
-    const cancel = $("#job-cancel");
-    cancel.hidden = !["pending", "failed", "processing"].includes(job.status);
-    cancel.onclick = () => this.cancel(job.id);
-  },
-
-  async cancel(id) {
-    const button = $("#job-cancel");
-    button.disabled = true;
-    try {
-      const { data } = await api(`api/jobs/${id}/cancel`, { method: "POST" });
-      this.render(data);
-      if (data.status === "processing") $("#job-note").textContent = "Asked the worker to stop…";
-      refreshStats();
-    } catch (failure) {
-      $("#job-note").textContent = failure.message || "The cancel did not go through.";
-    } finally {
-      button.disabled = false;
-    }
-  },
-};
-
-// ---------- 2. jobs table ----------
+// ---------- 1. jobs table ----------
 
 const SEARCH_FIELDS = ["id_prefix", "type", "queue"];
+// The statuses a bulk cancel takes (cancel_jobs' p_statuses).
+const CANCELLABLE = ["blocked", "pending", "failed", "processing"];
 
 const jobs = {
   status: "",
@@ -700,6 +530,8 @@ const jobs = {
   cursors: [null], // the cursor of each page seen; the last one is the page shown
   next: null,
   timer: null,
+  selected: new Set(), // the ids of the jobs ticked: kept while the rows are redrawn, until a new search
+  busy: false, // acting on the selected jobs
 
   init() {
     $("#job-search").addEventListener("submit", (event) => {
@@ -709,6 +541,7 @@ const jobs = {
         const value = $(`#s-${name}`).value.trim();
         if (value) this.filters[name] = value;
       }
+      this.selected.clear();
       this.cursors = [null];
       this.load();
     });
@@ -716,12 +549,14 @@ const jobs = {
       for (const name of SEARCH_FIELDS) $(`#s-${name}`).value = "";
       this.filters = {};
       this.status = "";
+      this.selected.clear();
       this.cursors = [null];
       this.load();
     });
     for (const chip of $$("#status-filter .chip")) {
       chip.addEventListener("click", () => {
         this.status = chip.dataset.status;
+        this.selected.clear();
         this.cursors = [null];
         this.load();
       });
@@ -735,6 +570,144 @@ const jobs = {
       this.cursors.push(this.next);
       this.load();
     });
+    $("#bulk-retry").addEventListener("click", () => this.bulk("retry"));
+    $("#bulk-cancel").addEventListener("click", () => this.bulk("cancel"));
+    $("#select-shown").addEventListener("change", (event) => {
+      for (const box of $$('#jobs-rows [data-testid="row-select"]')) this.select(box.dataset.jobId, event.target.checked);
+      this.drawSelection();
+    });
+    $("#selected-retry").addEventListener("click", () => this.actOnSelected("retry"));
+    $("#selected-cancel").addEventListener("click", () => this.actOnSelected("cancel"));
+  },
+
+  select(id, on) {
+    if (on) this.selected.add(id);
+    else this.selected.delete(id);
+  },
+
+  // The row checkboxes, the header's one and the selected buttons, from this.selected: called after
+  // every draw, so a refresh that redraws the rows keeps them ticked.
+  drawSelection() {
+    const boxes = $$('#jobs-rows [data-testid="row-select"]');
+    let shown = 0;
+    for (const box of boxes) {
+      box.checked = this.selected.has(box.dataset.jobId);
+      box.closest("tr").classList.toggle("selected", box.checked);
+      if (box.checked) shown += 1;
+    }
+    const all = $("#select-shown");
+    all.checked = boxes.length > 0 && shown === boxes.length;
+    all.indeterminate = shown > 0 && shown < boxes.length;
+    all.disabled = boxes.length === 0;
+    const n = this.selected.size;
+    const hidden = n - shown;
+    $("#selected-count").textContent = n === 0
+      ? "No job selected."
+      : `${n} selected${hidden ? ` (${hidden} not shown)` : ""}:`;
+    $("#selected-retry").disabled = n === 0 || this.busy;
+    $("#selected-cancel").disabled = n === 0 || this.busy;
+  },
+
+  // Each selected job through its own route (POST api/jobs/{id}/retry or /cancel), one after the
+  // other, then how many changed. A job no longer in a state the action takes answers 409: counted,
+  // and dropped from the selection with the ones that changed; one that failed otherwise stays selected.
+  async actOnSelected(action) {
+    const ids = [...this.selected];
+    if (ids.length === 0 || this.busy) return;
+    this.busy = true;
+    this.drawSelection();
+    const note = $("#jobs-note");
+    note.textContent = `${action === "retry" ? "Retrying" : "Cancelling"} ${ids.length} selected…`;
+    let changed = 0;
+    let stopping = 0;
+    let wrongState = 0;
+    const failures = [];
+    for (const id of ids) {
+      try {
+        const { data } = await api(`api/jobs/${id}/${action}`, { method: "POST" });
+        changed += 1;
+        if (action === "cancel" && data.status === "processing") stopping += 1;
+        this.selected.delete(id);
+      } catch (failure) {
+        if (failure instanceof ApiFailure && failure.status === 409) {
+          wrongState += 1;
+          this.selected.delete(id);
+        } else {
+          failures.push(failure);
+        }
+      }
+    }
+    let text = `${action === "retry" ? "Retried" : "Cancelled"} ${changed} of ${ids.length} selected`;
+    if (stopping) text += ` (${stopping} running: asked to stop)`;
+    const parts = [];
+    if (wrongState) {
+      parts.push(action === "retry"
+        ? `${wrongState} ${wrongState === 1 ? "was" : "were"} not dead`
+        : `${wrongState} had already finished`);
+    }
+    if (failures.length) {
+      parts.push(`${failures.length} could not be ${action === "retry" ? "retried" : "cancelled"}: ${failures[0].message}`);
+    }
+    note.textContent = `${text}${parts.length ? `; ${parts.join("; ")}` : ""}.`;
+    this.busy = false;
+    this.drawn = null;
+    this.drawSelection();
+    this.load();
+  },
+
+  // The body of a bulk action for the search on screen (task type, queue, status), or null when that
+  // action cannot take it: an id prefix is no bulk filter, and only dead jobs are retried, only
+  // blocked, pending, failed or processing ones cancelled.
+  bulkBody(action) {
+    if (this.filters.id_prefix) return null;
+    const body = {};
+    if (this.filters.type) body.type = this.filters.type;
+    if (this.filters.queue) body.queue = this.filters.queue;
+    if (action === "retry" && this.status && this.status !== "dead") return null;
+    if (action === "cancel" && this.status) {
+      if (!CANCELLABLE.includes(this.status)) return null;
+      body.statuses = [this.status];
+    }
+    if (Object.keys(body).length === 0) body.all = true;
+    return body;
+  },
+
+  // What the bulk buttons would act on, in words.
+  drawBulk() {
+    const parts = [];
+    if (this.filters.type) parts.push(`type ${this.filters.type}`);
+    if (this.filters.queue) parts.push(`queue ${this.filters.queue}`);
+    if (this.status) parts.push(`status ${this.status}`);
+    $("#bulk-scope").textContent = this.filters.id_prefix
+      ? "Bulk actions take a task type, a queue and a status, not an id prefix."
+      : `Every job matching ${parts.length ? parts.join(", ") : "nothing in particular (every job)"}:`;
+    $("#bulk-retry").disabled = this.bulkBody("retry") === null;
+    $("#bulk-cancel").disabled = this.bulkBody("cancel") === null;
+  },
+
+  async bulk(action) {
+    const body = this.bulkBody(action);
+    if (body === null) return;
+    const what = action === "retry" ? "Retry every dead job" : "Cancel every waiting or running job";
+    const scope = body.all ? "in every queue" : `matching ${$("#bulk-scope").textContent.replace(/^Every job matching |:$/g, "")}`;
+    if (!window.confirm(`${what} ${scope}?`)) return;
+    const note = $("#jobs-note");
+    const buttons = [$("#bulk-retry"), $("#bulk-cancel")];
+    for (const b of buttons) b.disabled = true;
+    note.textContent = action === "retry" ? "Retrying…" : "Cancelling…";
+    try {
+      const { data } = await api(`api/jobs/bulk/${action}`, {
+        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+      });
+      const jobsWord = data.changed === 1 ? "job" : "jobs";
+      note.textContent = action === "retry"
+        ? `Retried ${data.changed} dead ${jobsWord}.`
+        : `Cancelled ${data.changed} ${jobsWord} (a running one is asked to stop).`;
+    } catch (failure) {
+      note.textContent = `Could not ${action} the matching jobs: ${failure.message}`;
+    }
+    this.drawn = null;
+    this.load();
   },
 
   // The search fields suggest the registered task types and the known queues (the console fills the
@@ -762,6 +735,7 @@ const jobs = {
     const mine = this.seq;
     this.suggest();
     for (const chip of $$("#status-filter .chip")) chip.classList.toggle("active", chip.dataset.status === this.status);
+    this.drawBulk();
     const params = new URLSearchParams({ limit: String(PAGE_SIZE) });
     if (this.status) params.set("status", this.status);
     for (const [name, value] of Object.entries(this.filters)) params.set(name, value);
@@ -785,6 +759,7 @@ const jobs = {
         searchError.hidden = false;
         $("#jobs-rows").replaceChildren();
         this.drawn = null;
+        this.drawSelection();
         $("#jobs-empty").hidden = true;
         return;
       }
@@ -816,6 +791,7 @@ const jobs = {
       this.drawn = drawn;
       this.drawRows(page.jobs);
     }
+    this.drawSelection();
     $("#jobs-empty").hidden = page.jobs.length > 0;
     $("#jobs-rows").dataset.refreshes = String((this.refreshes = (this.refreshes || 0) + 1)); // for tests
     $("#page-label").textContent = `Page ${this.cursors.length}`;
@@ -828,19 +804,39 @@ const jobs = {
       const tr = document.createElement("tr");
       tr.dataset.jobId = job.id;
       tr.dataset.testid = "job-row";
+      const pick = el("input");
+      pick.type = "checkbox";
+      pick.dataset.testid = "row-select";
+      pick.dataset.jobId = job.id;
+      pick.checked = this.selected.has(job.id);
+      pick.setAttribute("aria-label", `Select job ${shortId(job.id)}`);
+      pick.addEventListener("change", () => {
+        this.select(job.id, pick.checked);
+        this.drawSelection();
+      });
       const created = document.createElement("td");
       created.append(timeCell(job.createdAt));
-      const listing = document.createElement("td");
+      const jobCell = document.createElement("td");
       const title = document.createElement("div");
       title.className = "cell-title";
       title.textContent = (job.payload && typeof job.payload.title === "string" && job.payload.title) || job.type;
+      const link = el("a", "", title.textContent);
+      link.href = viewHref("job", job.id);
+      link.dataset.testid = "job-row-link";
+      title.replaceChildren(link);
       const id = document.createElement("code");
       id.className = "muted small";
       id.textContent = shortId(job.id);
       id.title = job.id;
       id.dataset.testid = "job-row-id";
-      listing.append(title, id);
-      if (title.textContent !== job.type) listing.append(el("span", "muted small", ` · ${job.type}`));
+      jobCell.append(title, id);
+      if (title.textContent !== job.type) jobCell.append(el("span", "muted small", ` · ${job.type}`));
+      // What its handler last reported (ctx.progress), shown only once there is one.
+      if (job.progress !== null && job.progress !== undefined) {
+        const progress = el("div", "muted small clamp", `progress: ${JSON.stringify(job.progress)}`);
+        progress.dataset.testid = "job-row-progress";
+        jobCell.append(progress);
+      }
       const status = document.createElement("td");
       const b = document.createElement("span");
       badge(b, job.status);
@@ -853,17 +849,17 @@ const jobs = {
       error.dataset.testid = "job-row-error";
       error.textContent = errorText(job);
       error.title = errorText(job);
-      const flyer = document.createElement("td");
+      const result = document.createElement("td");
       if (job.resultUrl) {
         const a = document.createElement("a");
         a.href = resultHref(job);
         a.target = "_blank";
         a.rel = "noopener";
-        a.textContent = job.type === "listing_flyer" ? "PDF" : "result";
-        flyer.append(a);
+        a.textContent = "result";
+        result.append(a);
       }
       const actions = el("td", "nowrap");
-      if (["pending", "failed", "processing"].includes(job.status)) {
+      if (CANCELLABLE.includes(job.status)) {
         const b = button("Cancel", "row-cancel", () => this.act(job, "cancel", b), "button small-button danger");
         b.setAttribute("aria-label", `Cancel job ${shortId(job.id)}`);
         actions.append(b);
@@ -873,14 +869,256 @@ const jobs = {
         b.setAttribute("aria-label", `Retry job ${shortId(job.id)}`);
         actions.append(b);
       }
-      tr.append(created, listing, td(job.queue, "nowrap"), status, attempts, error, flyer, actions);
+      tr.append(td(pick, "select-cell"), created, jobCell, td(job.queue, "nowrap"), status, attempts, error, result,
+        actions);
       return tr;
     });
     $("#jobs-rows").replaceChildren(...rows);
   },
 };
 
-// ---------- 3. dead letters ----------
+// ---------- 1a. one job, its workflow and its batch ----------
+
+// A workflow's jobs as an indented list, each job one level below its deepest parent, in enqueue order:
+// its state, a link to it, the parents it waits for. currentId: the job whose page this is.
+function workflowGraph(jobs, currentId) {
+  const byId = new Map(jobs.map((j) => [j.id, j]));
+  const depth = new Map();
+  for (const job of jobs) { // enqueue order: a job's parents come before it
+    const parents = job.dependsOn.filter((p) => byId.has(p));
+    depth.set(job.id, parents.length ? 1 + Math.max(...parents.map((p) => depth.get(p) || 0)) : 0);
+  }
+  return jobs.map((job) => {
+    const li = el("li", `graph-node graph-depth-${Math.min(depth.get(job.id), 8)}`);
+    li.dataset.jobId = job.id;
+    li.dataset.testid = "workflow-node";
+    if (job.id === currentId) li.classList.add("current");
+    const state = el("span");
+    badge(state, job.status);
+    state.dataset.testid = "workflow-node-status";
+    const title = (job.payload && typeof job.payload.title === "string" && job.payload.title) || job.type;
+    const link = el("a", "cell-title", title);
+    link.href = viewHref("job", job.id);
+    link.dataset.testid = "workflow-node-link";
+    li.append(state, " ", link, " ", el("code", "muted small", shortId(job.id)));
+    if (job.dependsOn.length) {
+      // Each parent it waits for only to end (runAnywayFor) is marked; the others must succeed.
+      const anyway = new Set(job.runAnywayFor || []);
+      const parents = job.dependsOn.map((id) => (anyway.has(id) && !job.runAnyway ? `${shortId(id)} (any end)` : shortId(id)));
+      const after = `after ${parents.join(", ")}${job.runAnyway ? " (whatever their outcome)" : ""}`;
+      li.append(el("span", "muted small", ` · ${after}`));
+    }
+    return li;
+  });
+}
+
+// A batch's progress: a bar of its jobs by status, the counts, its callback job and when it finished.
+function batchProgress(batch) {
+  const box = el("div", "batch-progress");
+  const done = ["succeeded", "dead", "cancelled", "expired"].reduce((n, s) => n + batch.counts[s], 0);
+  const bar = el("progress");
+  bar.max = Math.max(1, batch.total);
+  bar.value = done;
+  bar.dataset.testid = "batch-bar";
+  bar.setAttribute("aria-label", `${done} of ${batch.total} jobs finished`);
+  const line = el("p", "small", `${done} of ${batch.total} finished`);
+  line.dataset.testid = "batch-done";
+  const counts = el("ul", "batch-counts");
+  for (const [status, n] of Object.entries(batch.counts)) {
+    if (!n) continue;
+    const item = el("li");
+    const b = el("span");
+    badge(b, status);
+    item.append(b, ` ${n}`);
+    item.dataset.testid = `batch-count-${status}`;
+    counts.append(item);
+  }
+  const facts = el("p", "muted small");
+  facts.append(`created ${formatTime(batch.createdAt)}`);
+  if (batch.finishedAt) facts.append(` · every job finished ${formatTime(batch.finishedAt)}`);
+  if (batch.callbackJobId) {
+    const a = el("a", "", `callback job ${shortId(batch.callbackJobId)}`);
+    a.href = viewHref("job", batch.callbackJobId);
+    a.dataset.testid = "batch-callback";
+    facts.append(" · ", a);
+  }
+  box.append(bar, line, counts, facts);
+  return box;
+}
+
+function fact(dl, label, value) {
+  const wrap = el("div", "fact");
+  const dd = el("dd");
+  if (value instanceof Node) dd.append(value);
+  else dd.textContent = value === null || value === undefined || value === "" ? "—" : String(value);
+  wrap.append(el("dt", "", label), dd);
+  dl.append(wrap);
+}
+
+const jobView = {
+  timer: null,
+
+  init() {
+    const root = $("#view-job");
+    $('[data-slot="cancel"]', root).addEventListener("click", () => this.act("cancel"));
+    $('[data-slot="retry"]', root).addEventListener("click", () => this.act("retry"));
+  },
+
+  slot(name) {
+    return $(`#view-job [data-slot="${name}"]`);
+  },
+
+  async load(id) {
+    clearTimeout(this.timer);
+    if (id !== this.id) this.slot("note").hidden = true;
+    this.id = id;
+    this.seq = (this.seq || 0) + 1; // only the latest load draws (see jobs.load)
+    const mine = this.seq;
+    let job;
+    try {
+      ({ data: job } = await api(`api/jobs/${encodeURIComponent(id)}`));
+    } catch (failure) {
+      if (mine !== this.seq) return;
+      this.slot("error").textContent = failure.status === 404 ? `No job has the id ${id}.` : failure.message;
+      this.slot("error").hidden = false;
+      if (failure.status !== 404 && currentView() === "job") this.timer = setTimeout(() => this.load(id), REFRESH_MS);
+      return;
+    }
+    const [attempts, workflow, batch] = await Promise.allSettled([
+      api(`api/jobs/${job.id}/attempts`).then((r) => r.data),
+      // A workflow's root has no workflowId of its own: the workflow is named after it.
+      api(`api/workflows/${job.workflowId || job.id}`).then((r) => r.data),
+      job.batchId ? api(`api/batches/${job.batchId}`).then((r) => r.data) : Promise.resolve(null),
+    ]);
+    if (mine !== this.seq) return;
+    this.slot("error").hidden = true;
+    this.render(job, attempts, workflow, batch);
+    if (currentView() === "job") this.timer = setTimeout(() => this.load(id), REFRESH_MS);
+  },
+
+  render(job, attempts, workflow, batch) {
+    this.job = job;
+    this.slot("title").textContent = (job.payload && typeof job.payload.title === "string" && job.payload.title) || job.type;
+    this.slot("id").textContent = job.id;
+    badge(this.slot("status"), job.status);
+    this.slot("cancel").hidden = !CANCELLABLE.includes(job.status);
+    this.slot("retry").hidden = job.status !== "dead";
+    const dl = el("dl", "facts");
+    fact(dl, "Type", job.type);
+    fact(dl, "Queue", job.queue);
+    fact(dl, "Priority", job.priority);
+    fact(dl, "Attempts", `${job.attempts} / ${job.maxAttempts}`);
+    fact(dl, "Created", timeCell(job.createdAt));
+    if (job.nextAttemptAt) fact(dl, "Next attempt", timeCell(job.nextAttemptAt));
+    fact(dl, "Started", timeCell(job.startedAt));
+    fact(dl, "Finished", timeCell(job.finishedAt));
+    if (job.lockedBy) fact(dl, "Worker", job.lockedBy);
+    if (job.lastError) fact(dl, earlierError(job) ? "Earlier error" : "Last error", job.lastError);
+    if (job.serialKey) fact(dl, "Serial key", job.serialKey);
+    if (job.concurrencyKey) fact(dl, "Concurrency key", job.concurrencyKey);
+    if (job.deadlineAt && job.status === "processing") fact(dl, "Times out", timeCell(job.deadlineAt));
+    if (job.progress !== null && job.progress !== undefined) fact(dl, "Progress", JSON.stringify(job.progress));
+    if (job.resultUrl) {
+      const a = el("a", "", "open the result");
+      a.href = resultHref(job);
+      a.target = "_blank";
+      a.rel = "noopener";
+      fact(dl, "Result", a);
+    }
+    this.slot("facts").replaceChildren(...dl.childNodes);
+    this.slot("payload").textContent = JSON.stringify(job.payload, null, 2);
+    if (attempts.status === "fulfilled") this.slot("attempts").replaceChildren(...attempts.value.map(attemptRow));
+    // A job alone (no parents, no dependents) is a workflow of one: not shown.
+    const graph = workflow.status === "fulfilled" ? workflow.value.jobs : null;
+    this.slot("workflow").hidden = !job.workflowId && !(graph && graph.length > 1);
+    this.slot("workflowLink").href = viewHref("workflow", job.workflowId || job.id);
+    if (graph) {
+      this.slot("graph").replaceChildren(...workflowGraph(graph, job.id));
+    } else if (job.workflowId) {
+      this.slot("graph").replaceChildren(el("li", "form-error", `Could not read the workflow: ${workflow.reason.message}`));
+    }
+    this.slot("batch").hidden = !job.batchId;
+    if (job.batchId) {
+      this.slot("batchLink").href = viewHref("batch", job.batchId);
+      if (batch.status === "fulfilled" && batch.value) this.slot("progress").replaceChildren(batchProgress(batch.value));
+    }
+  },
+
+  async act(action) {
+    const job = this.job;
+    if (!job) return;
+    const note = this.slot("note");
+    try {
+      const { data } = await api(`api/jobs/${job.id}/${action}`, { method: "POST" });
+      note.textContent = action === "cancel" && data.status === "processing"
+        ? "Asked its worker to stop."
+        : `${action === "cancel" ? "Cancelled" : "Retried"}: now ${data.status}.`;
+    } catch (failure) {
+      note.textContent = `Could not ${action} it: ${failure.message}`;
+    }
+    note.hidden = false;
+    this.load(job.id);
+  },
+};
+
+const workflowView = {
+  timer: null,
+
+  async load(id) {
+    clearTimeout(this.timer);
+    this.seq = (this.seq || 0) + 1;
+    const mine = this.seq;
+    $("#workflow-id").textContent = id;
+    try {
+      const { data } = await api(`api/workflows/${encodeURIComponent(id)}`);
+      if (mine !== this.seq) return;
+      $("#workflow-error").hidden = true;
+      const counts = {};
+      for (const job of data.jobs) counts[job.status] = (counts[job.status] || 0) + 1;
+      $("#workflow-summary").textContent = `${data.jobs.length} jobs: ` +
+        Object.entries(counts).map(([status, n]) => `${n} ${status}`).join(", ");
+      $("#workflow-graph").replaceChildren(...workflowGraph(data.jobs, null));
+    } catch (failure) {
+      if (mine !== this.seq) return;
+      $("#workflow-error").textContent = failure.status === 404 ? `No workflow has the id ${id}.` : failure.message;
+      $("#workflow-error").hidden = false;
+      if (failure.status === 404) {
+        $("#workflow-graph").replaceChildren();
+        $("#workflow-summary").textContent = "";
+        return;
+      }
+    }
+    if (currentView() === "workflow") this.timer = setTimeout(() => this.load(id), REFRESH_MS);
+  },
+};
+
+const batchView = {
+  timer: null,
+
+  async load(id) {
+    clearTimeout(this.timer);
+    this.seq = (this.seq || 0) + 1;
+    const mine = this.seq;
+    $("#batch-id").textContent = id;
+    try {
+      const { data } = await api(`api/batches/${encodeURIComponent(id)}`);
+      if (mine !== this.seq) return;
+      $("#batch-error").hidden = true;
+      $("#batch-progress").replaceChildren(batchProgress(data));
+    } catch (failure) {
+      if (mine !== this.seq) return;
+      $("#batch-error").textContent = failure.status === 404 ? `No batch has the id ${id}.` : failure.message;
+      $("#batch-error").hidden = false;
+      if (failure.status === 404) {
+        $("#batch-progress").replaceChildren();
+        return;
+      }
+    }
+    if (currentView() === "batch") this.timer = setTimeout(() => this.load(id), REFRESH_MS);
+  },
+};
+
+// ---------- 2. dead letters ----------
 
 const dead = {
   cursors: [null],
@@ -990,7 +1228,7 @@ const dead = {
           a.href = resultHref(data);
           a.target = "_blank";
           a.rel = "noopener";
-          a.textContent = data.type === "listing_flyer" ? "Open the PDF" : "Open the result";
+          a.textContent = "Open the result";
           note.append(a);
           return;
         }
@@ -1032,8 +1270,9 @@ function attemptRow(a) {
 
 document.addEventListener("DOMContentLoaded", () => {
   initAuth();
-  if (DEMO) form.init();
+  for (const tab of Object.values(consoleTabs)) if (tab.init) tab.init();
   jobs.init();
+  jobView.init();
   dead.init();
   window.addEventListener("hashchange", showView);
   showView();

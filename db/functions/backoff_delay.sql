@@ -17,15 +17,19 @@ declare
 begin
     if p_attempt is null or p_attempt < 1 then
         raise exception using errcode = 'QV400',
-            message = format('attempt must be 1 or more, got %s', coalesce(p_attempt::text, 'null'));
+            message = format('attempt must be 1 or more, got %s', coalesce(p_attempt::text, 'null')),
+            column = 'attempt';
     end if;
     if p_base_ms < 0 or p_max_jitter_ms < 0 or p_max_delay_ms < 0 then
         raise exception using errcode = 'QV400',
-            message = 'backoff base, jitter and maximum delay must not be negative';
+            message = 'backoff base, jitter and maximum delay must not be negative',
+            column = case when p_base_ms < 0 then 'base_ms' when p_max_jitter_ms < 0 then 'max_jitter_ms'
+                          else 'max_delay_ms' end;
     end if;
     if p_jitter is null or p_jitter < 0 or p_jitter > 1 then
         raise exception using errcode = 'QV400',
-            message = format('jitter must be between 0 and 1, got %s', coalesce(p_jitter::text, 'null'));
+            message = format('jitter must be between 0 and 1, got %s', coalesce(p_jitter::text, 'null')),
+            column = 'jitter';
     end if;
     select * into v_settings from queue_settings;
     v_ms := least(

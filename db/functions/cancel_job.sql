@@ -1,15 +1,11 @@
--- cancel_job: pending/failed → cancelled at once (notifies pgqw_finished if watched); processing: the cancel is
--- requested (the job stays processing until its worker ends the attempt cancelled, or a sweep does). Attempts and
--- errors are kept.
--- Returns the job and cancel_requested_at. Raises QV400 (null id), QN404 (no such job), QS409 (already finished).
+-- cancel_job: blocked/pending/failed → cancelled at once (notifies pgqw_finished if watched); dead → cancelled too
+-- (a person gives up on it: the dependents it kept blocked are cancelled; settle_jobs); processing: the cancel is
+-- requested and the attempt's deadline moved to now, so heartbeat extends its lease no more (the job stays processing
+-- until its worker ends the attempt cancelled, or, within one lease, a sweep does). Attempts and errors are kept.
+-- Returns the job and cancel_requested_at. Raises QV400 (null id), QN404 (no such job), QS409 (succeeded, cancelled or expired).
 create or replace function cancel_job(
     p_job_id  uuid
-) returns table (
-    id uuid, type job_type, payload job_payload, status job_status, attempts integer, max_attempts job_max_attempts,
-    last_error text, run_at timestamptz, created_at timestamptz, started_at timestamptz,
-    finished_at timestamptz, locked_by job_worker_id, lease_expires_at timestamptz,
-    idempotency_key job_idempotency_key, queue job_queue, priority integer, cancel_requested_at timestamptz
-)
+) returns setof cancelled_job
 language plpgsql
 security definer
 set search_path from current
@@ -20,7 +16,7 @@ declare
     v_requested_at timestamptz;
 begin
     if p_job_id is null then
-        raise exception using errcode = 'QV400', message = 'job id must not be null';
+        raise exception using errcode = 'QV400', message = 'job id must not be null', column = 'job_id';
     end if;
     -- The row lock orders this call with a claim (which skips locked rows) and with mark_*: whichever
     -- commits first, the other sees its result.
@@ -28,9 +24,9 @@ begin
     if not found then
         raise exception using errcode = 'QN404', message = format('job %s does not exist', p_job_id);
     end if;
-    if v_job.status not in ('pending', 'failed', 'processing') then
+    if v_job.status not in ('blocked', 'pending', 'failed', 'processing', 'dead') then
         raise exception using errcode = 'QS409',
-            message = format('job %s is %s; only pending, failed or processing jobs can be cancelled',
+            message = format('job %s is %s; only blocked, pending, failed, processing or dead jobs can be cancelled',
                              p_job_id, v_job.status);
     end if;
 
@@ -38,15 +34,22 @@ begin
     on conflict on constraint job_cancel_requests_pkey do nothing;
     select r.requested_at into v_requested_at from job_cancel_requests r where r.job_id = p_job_id;
 
-    if v_job.status in ('pending', 'failed') then
+    if v_job.status in ('blocked', 'pending', 'failed', 'dead') then
         update jobs j
            set status = 'cancelled', finished_at = greatest(now(), j.started_at)
          where j.id = p_job_id
         returning j.* into v_job;
-        if exists (select 1 from job_waiters w where w.job_id = p_job_id) then  -- watch_job
-            perform pg_notify('pgqw_finished', p_job_id::text);
+        perform notify_watchers(p_job_id);  -- watch_job
+        if v_job.workflow_id is not null or v_job.batch_id is not null then
+            perform settle_jobs(array[p_job_id]);  -- its dependents and batch
         end if;
+    elsif v_job.deadline_at is null or v_job.deadline_at > now() then
+        -- Running: its deadline is now (least skips a null one), as a timeout's would be. The worker has what
+        -- is left of its lease to end the attempt; a handler that does not look is stopped at its end.
+        update jobs j set deadline_at = least(j.deadline_at, now()) where j.id = p_job_id returning j.* into v_job;
+        update job_attempts a set deadline_at = least(a.deadline_at, now())
+         where a.job_id = p_job_id and a.attempt = v_job.attempts;
     end if;
-    return query select v_job.*, v_requested_at;
+    return query select v_job, v_requested_at;
 end;
 $$;

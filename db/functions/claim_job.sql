@@ -1,17 +1,12 @@
 -- claim_job: claim_jobs with p_limit 1 (pending/failed → processing): the next ready job for this worker (of its
--- queues and task types when given), with its lease, job_attempts row and lease token, or no row.
--- Raises QV400 (blank or long worker id, empty queue or type list, lease below 1 ms).
+-- queues and task types when given), with its lease (ending at its deadline at the latest), job_attempts row and
+-- lease token, or no row. Raises QV400 (blank or long worker id, empty queue or type list, lease below 1 ms).
 create or replace function claim_job(
     p_worker_id  text,
     p_queues     text[] default null,
     p_lease_ms   integer default null,
     p_task_types text[] default null
-) returns table (
-    id uuid, type job_type, payload job_payload, status job_status, attempts integer, max_attempts job_max_attempts,
-    last_error text, run_at timestamptz, created_at timestamptz, started_at timestamptz,
-    finished_at timestamptz, locked_by job_worker_id, lease_expires_at timestamptz,
-    idempotency_key job_idempotency_key, queue job_queue, priority integer, lease_token uuid
-)
+) returns setof claimed_job
 language plpgsql
 security definer
 set search_path from current

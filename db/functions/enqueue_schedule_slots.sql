@@ -26,16 +26,19 @@ declare
     v_created boolean;
 begin
     if p_name is null then
-        raise exception using errcode = 'QV400', message = 'the schedule name is null';
+        raise exception using errcode = 'QV400', message = 'the schedule name is null',
+            column = 'name';
     end if;
     if p_slots is null or array_position(p_slots, null) is not null or cardinality(p_slots) > 100 then
-        raise exception using errcode = 'QV400', message = 'slots must be an array of at most 100 times, without nulls';
+        raise exception using errcode = 'QV400', message = 'slots must be an array of at most 100 times, without nulls',
+            column = 'slots';
     end if;
     select min(x), max(x) into v_first, v_last from unnest(p_slots) x;
     if v_last > now() or v_first < timestamptz '1970-01-01 00:00:00+00' then
         raise exception using errcode = 'QV400',
             message = 'a slot must be between 1970-01-01T00:00:00Z and now (the server''s clock)',
-            detail = format('got %s to %s; now is %s', v_first, v_last, now());
+            detail = format('got %s to %s; now is %s', v_first, v_last, now()),
+            column = 'slots';
     end if;
     select * into v_schedule from schedules s where s.name = p_name for update;
     if not found then
@@ -49,7 +52,8 @@ begin
     select x into v_slot from unnest(p_slots) x where not cron_matches(v_schedule.cron, x) limit 1;
     if found then
         raise exception using errcode = 'QV400',
-            message = format('%s is not a slot of schedule %s (cron %s)', v_slot, v_schedule.name, v_schedule.cron);
+            message = format('%s is not a slot of schedule %s (cron %s)', v_slot, v_schedule.name, v_schedule.cron),
+            column = 'slots';
     end if;
 
     v_due := array(select distinct x from unnest(p_slots) x
@@ -68,7 +72,7 @@ begin
         v_key := 'schedule:' || v_schedule.name || '@'
                  || to_char(v_slot at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
         begin
-            select e.id, e.created into v_job_id, v_created
+            select (e.job).id, e.created into v_job_id, v_created
               from enqueue_job(v_schedule.task_type, v_schedule.payload, v_key, v_schedule.queue,
                                v_schedule.priority, v_slot) e;
         exception when sqlstate 'QI409' then

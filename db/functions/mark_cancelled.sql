@@ -5,12 +5,7 @@
 create or replace function mark_cancelled(
     p_job_id       uuid,
     p_lease_token  uuid
-) returns table (
-    id uuid, type job_type, payload job_payload, status job_status, attempts integer, max_attempts job_max_attempts,
-    last_error text, run_at timestamptz, created_at timestamptz, started_at timestamptz,
-    finished_at timestamptz, locked_by job_worker_id, lease_expires_at timestamptz,
-    idempotency_key job_idempotency_key, queue job_queue, priority integer, already_recorded boolean
-)
+) returns setof recorded_job
 language plpgsql
 security definer
 set search_path from current
@@ -23,18 +18,18 @@ as $$
 #variable_conflict use_column
 declare
     v_job jobs;
+    v_held record;
     v_attempt integer;
     v_outcome text;
     v_requested_at timestamptz;
 begin
     if p_job_id is null or p_lease_token is null then
-        raise exception using errcode = 'QV400', message = 'job id and lease token must not be null';
+        raise exception using errcode = 'QV400', message = 'job id and lease token must not be null',
+            column = case when p_job_id is null then 'job_id' else 'lease_token' end;
     end if;
-    select a.attempt, a.outcome into v_attempt, v_outcome
-      from job_attempts a where a.job_id = p_job_id and a.lease_token_hash = sha256(uuid_send(p_lease_token));
-    if v_attempt is null then
-        perform raise_job_not_held(p_job_id, null);
-    end if;
+    v_held := find_lease_attempt(p_job_id, p_lease_token);
+    v_attempt := v_held.attempt;
+    v_outcome := v_held.outcome;
     select r.requested_at into v_requested_at from job_cancel_requests r where r.job_id = p_job_id;
     if v_requested_at is null then
         raise exception using errcode = 'QS409',
@@ -53,15 +48,17 @@ begin
            set outcome = 'cancelled', finished_at = greatest(now(), a.started_at),
                error = format('cancelled on request (asked at %s)', v_requested_at)
          where a.job_id = p_job_id and a.attempt = v_attempt;
-        if exists (select 1 from job_waiters w where w.job_id = p_job_id) then  -- watch_job
-            perform pg_notify('pgqw_finished', p_job_id::text);
+        perform notify_watchers(p_job_id);  -- watch_job
+        -- Its dependents and batch: only a job in a workflow (every parent is) or a batch has them.
+        if v_job.workflow_id is not null or v_job.batch_id is not null then
+            perform settle_jobs(array[p_job_id]);
         end if;
-        return query select v_job.*, false;
+        return query select v_job, false;
         return;
     end if;
     select a.outcome into v_outcome from job_attempts a where a.job_id = p_job_id and a.attempt = v_attempt;
     if v_outcome = 'cancelled' then
-        return query select j.*, true from jobs j where j.id = p_job_id;
+        return query select j, true from jobs j where j.id = p_job_id;
         return;
     end if;
     perform raise_job_not_held(p_job_id, v_attempt);

@@ -7,12 +7,7 @@ create or replace function mark_jobs_succeeded(
     p_job_ids       uuid[],
     p_lease_tokens  uuid[],
     p_results       jsonb default null
-) returns table (
-    id uuid, type job_type, payload job_payload, status job_status, attempts integer, max_attempts job_max_attempts,
-    last_error text, run_at timestamptz, created_at timestamptz, started_at timestamptz,
-    finished_at timestamptz, locked_by job_worker_id, lease_expires_at timestamptz,
-    idempotency_key job_idempotency_key, queue job_queue, priority integer, already_recorded boolean
-)
+) returns setof recorded_job
 language plpgsql
 security definer
 set search_path from current
@@ -30,16 +25,19 @@ as $$
 #variable_conflict use_column
 begin
     if p_job_ids is null or p_lease_tokens is null then
-        raise exception using errcode = 'QV400', message = 'job ids and lease tokens must not be null';
+        raise exception using errcode = 'QV400', message = 'job ids and lease tokens must not be null',
+            column = case when p_job_ids is null then 'job_ids' else 'lease_tokens' end;
     end if;
     if cardinality(p_job_ids) <> cardinality(p_lease_tokens) then
         raise exception using errcode = 'QV400',
-            message = format('got %s job ids but %s lease tokens', cardinality(p_job_ids), cardinality(p_lease_tokens));
+            message = format('got %s job ids but %s lease tokens', cardinality(p_job_ids), cardinality(p_lease_tokens)),
+            column = 'lease_tokens';
     end if;
     if p_results is not null and (jsonb_typeof(p_results) <> 'array'
                                   or jsonb_array_length(p_results) > cardinality(p_job_ids)) then
         raise exception using errcode = 'QV400',
-            message = 'results must be a JSON array with at most one element per job id';
+            message = 'results must be a JSON array with at most one element per job id',
+            column = 'results';
     end if;
     -- Hold the jobs first (in id order), as cancel_job does: the statement below then sees every cancel
     -- request committed before, and none can come in until this transaction ends.
@@ -77,7 +75,8 @@ begin
           from given g
          where j.id = g.job_id and j.attempts = g.attempt and g.outcome is null and j.locked_by is not null
            and not exists (select 1 from job_cancel_requests r where r.job_id = g.job_id)
-        returning j.*
+        -- The row whole (a new column of jobs is in the answer), and what the statements below need.
+        returning j as job, j.id, j.attempts
     ), recorded as (
         update job_attempts a
            set outcome = 'succeeded', finished_at = greatest(now(), a.started_at)
@@ -90,13 +89,13 @@ begin
           join given g on g.job_id = done.id and g.attempt = done.attempts
           join results r on r.job_id = g.job_id and r.token_hash = g.token_hash
     )
-    select done.id, done.type, done.payload, done.status, done.attempts, done.max_attempts, done.last_error,
-           done.run_at, done.created_at, done.started_at, done.finished_at, done.locked_by, done.lease_expires_at,
-           done.idempotency_key, done.queue, done.priority, false
+    select done.job, false
       from done
     union all
     -- Succeeded by an earlier try of this call (its reply was lost). The statement's snapshot is taken
     -- before `recorded` runs, so the attempts recorded just now still show no outcome here.
-    select j.*, true from given g join jobs j on j.id = g.job_id where g.outcome = 'succeeded';
+    select j, true from given g join jobs j on j.id = g.job_id where g.outcome = 'succeeded';
+    -- Their dependents and batches (a job recorded before, or left alone, changes nothing there).
+    perform settle_jobs(p_job_ids);
 end;
 $$;

@@ -21,13 +21,16 @@ as $$
 begin
     if p_limit is null or p_limit < 1 or p_limit > 1000 then
         raise exception using errcode = 'QV400',
-            message = format('limit must be between 1 and 1000, got %s', coalesce(p_limit::text, 'null'));
+            message = format('limit must be between 1 and 1000, got %s', coalesce(p_limit::text, 'null')),
+            column = 'limit';
     end if;
     if p_queues is not null and cardinality(p_queues) = 0 then
-        raise exception using errcode = 'QV400', message = 'queues, when given, must name at least one queue';
+        raise exception using errcode = 'QV400', message = 'queues, when given, must name at least one queue',
+            column = 'queues';
     end if;
     if p_task_types is not null and cardinality(p_task_types) = 0 then
-        raise exception using errcode = 'QV400', message = 'task types, when given, must name at least one type';
+        raise exception using errcode = 'QV400', message = 'task types, when given, must name at least one type',
+            column = 'task_types';
     end if;
 
     -- Plan (docs/worker.md): jobs_ready_idx is ordered by priority first, so the earliest run_at is found

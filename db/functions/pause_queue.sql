@@ -13,7 +13,8 @@ as $$
 begin
     if p_queue is null or p_queue !~ '\S' or length(p_queue) > 100 then
         raise exception using errcode = 'QV400',
-            message = 'queue must be a non-empty text of at most 100 characters';
+            message = 'queue must be a non-empty text of at most 100 characters',
+            column = 'queue';
     end if;
     perform raise_unknown_queue(p_queue, p_create);
     return query

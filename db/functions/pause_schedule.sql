@@ -10,7 +10,8 @@ set search_path from current
 as $$
 begin
     if p_name is null then
-        raise exception using errcode = 'QV400', message = 'the schedule name is null';
+        raise exception using errcode = 'QV400', message = 'the schedule name is null',
+            column = 'name';
     end if;
     return query
     update schedules s set paused = true, updated_at = now()

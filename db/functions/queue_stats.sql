@@ -6,8 +6,8 @@
 --
 -- Its cost follows the waiting and running jobs, not the history. Read exactly, through indexes:
 -- the queues (a skip scan of jobs_queue_status_idx, one probe per queue), pending, processing and
--- failed jobs, the oldest ready job, running attempts, workers. The history: a queue's succeeded, dead
--- or cancelled jobs are counted exactly up to v_exact_limit (10,000) rows, at a bounded cost; finished
+-- failed jobs, the oldest ready job, running attempts, workers. The history: a queue's succeeded, dead,
+-- cancelled or expired jobs are counted exactly up to v_exact_limit (10,000) rows, at a bounded cost; finished
 -- attempts and worker events exactly while job_attempts holds at most that many rows. Beyond, each is
 -- the planner's estimate (EXPLAIN: the last ANALYZE's statistics scaled to the table's current size),
 -- as Oban.Met does above its estimate_limit, and stats_estimated is 1 for that table.
@@ -18,12 +18,12 @@ set search_path from current
 as $$
 declare
     v_exact_limit constant bigint := 10000;
-    v_live constant text[] := array['pending', 'processing', 'failed'];
-    v_statuses constant text[] := array['pending', 'processing', 'succeeded', 'failed', 'dead', 'cancelled'];
-    v_metric text[] := '{}';
-    v_queue text[] := '{}';
-    v_label text[] := '{}';
-    v_value double precision[] := '{}';
+    v_live constant text[] := array['blocked', 'pending', 'processing', 'failed'];
+    v_statuses constant text[] := array['blocked', 'pending', 'processing', 'succeeded', 'failed', 'dead', 'cancelled', 'expired'];
+    v_metric text[] := '{}'::text[];
+    v_queue text[] := '{}'::text[];
+    v_label text[] := '{}'::text[];
+    v_value double precision[] := '{}'::double precision[];
     v_queues text[];
     v_q text;
     v_s text;
@@ -32,6 +32,10 @@ declare
     v_jobs_estimated boolean := false;
     v_attempts_estimated boolean;
     v_attempts record;
+    -- Every value of the attempt_outcome domain (its check constraint), each a series of the attempts metric.
+    v_outcomes constant text[] := array['succeeded', 'failed', 'abandoned', 'cancelled', 'timed_out', 'snoozed'];
+    v_outcome_n bigint[];
+    v_o text;
     v_plan json;
 begin
     -- Every queue with a job (a skip scan: each step is the next queue name in the index), a row in
@@ -100,6 +104,10 @@ begin
                count(*) filter (where a.abandon_reason = 'handed_back') as handed_back
           into v_attempts
           from job_attempts a;
+        select array_agg(coalesce(g.n, 0) order by o.i) into v_outcome_n
+          from unnest(v_outcomes) with ordinality as o(name, i)
+          left join (select a.outcome, count(*) as n from job_attempts a where a.outcome is not null
+                      group by a.outcome) g on g.outcome = o.name;
     else
         select (select count(*) from jobs j join job_attempts a on a.job_id = j.id
                  where j.status = 'processing' and a.outcome is null) as running,
@@ -116,14 +124,20 @@ begin
         v_attempts.swept := round((v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::double precision);
         execute 'explain (format json) select 1 from job_attempts where abandon_reason = ''handed_back''' into v_plan;
         v_attempts.handed_back := round((v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::double precision);
+        v_outcome_n := '{}'::bigint[];
+        foreach v_o in array v_outcomes loop
+            execute format('explain (format json) select 1 from job_attempts where outcome = %L', v_o) into v_plan;
+            v_outcome_n := v_outcome_n || round((v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::double precision)::bigint;
+        end loop;
     end if;
 
     return query
     select * from unnest(v_metric, v_queue, v_label, v_value)
     union all
+    select 'attempts', null, 'running', v_attempts.running::double precision
+    union all
     select 'attempts', null, o.outcome, o.n::double precision
-      from (values ('running', v_attempts.running), ('succeeded', v_attempts.succeeded),
-                   ('failed', v_attempts.failed), ('abandoned', v_attempts.abandoned)) as o(outcome, n)
+      from unnest(v_outcomes, v_outcome_n) as o(outcome, n)
     union all
     select 'worker_events', null, e.event, e.n::double precision
       from (values ('claimed', v_attempts.claimed), ('succeeded', v_attempts.succeeded),

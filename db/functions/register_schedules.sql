@@ -18,10 +18,12 @@ declare
     v_problem text;
 begin
     if p_task_types is null or array_position(p_task_types, null) is not null then
-        raise exception using errcode = 'QV400', message = 'task types must be an array of names, without nulls';
+        raise exception using errcode = 'QV400', message = 'task types must be an array of names, without nulls',
+            column = 'task_types';
     end if;
     if p_schedules is null or jsonb_typeof(p_schedules) <> 'array' then
-        raise exception using errcode = 'QV400', message = 'schedules must be a JSON array of objects';
+        raise exception using errcode = 'QV400', message = 'schedules must be a JSON array of objects',
+            column = 'schedules';
     end if;
     select e.ord, e.value into v_bad
       from jsonb_array_elements(p_schedules) with ordinality as e(value, ord)
@@ -42,12 +44,14 @@ begin
             message = format('schedule %s is not an object with a name (1 to 100 letters, digits, _ . : -), a '
                              'task_type, a cron, and optionally a payload (object), queue, priority and '
                              'catch_up (latest, all or none)', v_bad.ord),
-            detail = left(v_bad.value::text, 200);
+            detail = left(v_bad.value::text, 200),
+            column = 'schedules';
     end if;
     select e.value ->> 'name' as name into v_bad
       from jsonb_array_elements(p_schedules) e group by 1 having count(*) > 1 limit 1;
     if found then
-        raise exception using errcode = 'QV400', message = format('schedule %L is listed twice', v_bad.name);
+        raise exception using errcode = 'QV400', message = format('schedule %L is listed twice', v_bad.name),
+            column = 'schedules';
     end if;
     select e.value ->> 'name' as name, e.value ->> 'task_type' as task_type into v_bad
       from jsonb_array_elements(p_schedules) e
@@ -55,7 +59,8 @@ begin
     if found then
         raise exception using errcode = 'QV400',
             message = format('schedule %L is of task type %L, which is not one of the registering worker''s',
-                             v_bad.name, left(v_bad.task_type, 100));
+                             v_bad.name, left(v_bad.task_type, 100)),
+            column = 'schedules';
     end if;
     for v_bad in select e.value ->> 'name' as name, e.value ->> 'cron' as cron
                    from jsonb_array_elements(p_schedules) e loop
@@ -105,6 +110,7 @@ begin
 exception
     when numeric_value_out_of_range or invalid_text_representation then
         raise exception using errcode = 'QV400',
-            message = format('a schedule''s priority is not a whole number in range: %s', sqlerrm);
+            message = format('a schedule''s priority is not a whole number in range: %s', sqlerrm),
+            column = 'schedules';
 end;
 $$;

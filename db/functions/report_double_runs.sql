@@ -1,11 +1,11 @@
 -- report_double_runs: for workers whose id starts with p_prefix, the two numbers that must be 0 (overlapping_jobs,
--- succeeded_twice) beside the jobs, attempts, succeeded jobs and flyers looked at. No state change.
+-- succeeded_twice) beside the jobs, attempts, succeeded jobs and results (job_results) looked at. No state change.
 -- Returns one row. Raises nothing of its own.
 create or replace function report_double_runs(
     p_prefix  text default ''
 ) returns table (
     jobs_seen integer, attempts_seen integer, overlapping_jobs integer, succeeded_twice integer,
-    succeeded_jobs integer, flyers integer
+    succeeded_jobs integer, results integer
 )
 language sql stable
 set search_path from current
@@ -28,5 +28,5 @@ as $$
             select a.job_id from job_attempts a join job_ids using (job_id)
              where a.outcome = 'succeeded' group by a.job_id having count(*) > 1) twice),
         (select count(*)::integer from jobs j join job_ids i on i.job_id = j.id where j.status = 'succeeded'),
-        (select count(*)::integer from flyers f join job_ids i on i.job_id = f.job_id);
+        (select count(*)::integer from job_results r join job_ids i on i.job_id = r.job_id);
 $$;

@@ -12,7 +12,8 @@ as $$
 begin
     if p_limit is null or p_limit < 1 or p_limit > 1000 then
         raise exception using errcode = 'QV400',
-            message = format('limit must be between 1 and 1000, got %s', coalesce(p_limit::text, 'null'));
+            message = format('limit must be between 1 and 1000, got %s', coalesce(p_limit::text, 'null')),
+            column = 'limit';
     end if;
     return query
     select j.id, j.type::text, j.queue::text, j.status::text, j.attempts, j.max_attempts::integer, j.locked_by::text,

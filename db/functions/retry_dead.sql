@@ -16,11 +16,13 @@ declare
     v_status text;
 begin
     if p_job_id is null then
-        raise exception using errcode = 'QV400', message = 'job id must not be null';
+        raise exception using errcode = 'QV400', message = 'job id must not be null',
+            column = 'job_id';
     end if;
     if p_extra_attempts is not null and (p_extra_attempts < 1 or p_extra_attempts > 1000) then
         raise exception using errcode = 'QV400',
-            message = format('extra attempts must be between 1 and 1000, got %s', p_extra_attempts);
+            message = format('extra attempts must be between 1 and 1000, got %s', p_extra_attempts),
+            column = 'extra_attempts';
     end if;
 
     update jobs j

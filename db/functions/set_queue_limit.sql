@@ -16,11 +16,13 @@ as $$
 begin
     if p_queue is null or p_queue !~ '\S' or length(p_queue) > 100 then
         raise exception using errcode = 'QV400',
-            message = 'queue must be a non-empty text of at most 100 characters';
+            message = 'queue must be a non-empty text of at most 100 characters',
+            column = 'queue';
     end if;
     if p_max_running < 1 then
         raise exception using errcode = 'QV400',
-            message = format('max running must be at least 1 (or null for no limit), got %s', p_max_running);
+            message = format('max running must be at least 1 (or null for no limit), got %s', p_max_running),
+            column = 'max_running';
     end if;
     perform raise_unknown_queue(p_queue, p_create);
     -- Waiting jobs the old limit or rate held back may start now: a listening worker that found

@@ -17,25 +17,30 @@ as $$
 begin
     if p_queue is null or p_queue !~ '\S' or length(p_queue) > 100 then
         raise exception using errcode = 'QV400',
-            message = 'queue must be a non-empty text of at most 100 characters';
+            message = 'queue must be a non-empty text of at most 100 characters',
+            column = 'queue';
     end if;
     if p_jobs_per_second = 'NaN' then
         raise exception using errcode = 'QV400',
-            message = 'jobs per second must be a number (or null for no rate), got NaN';
+            message = 'jobs per second must be a number (or null for no rate), got NaN',
+            column = 'jobs_per_second';
     end if;
     if p_jobs_per_second <= 0 then
         raise exception using errcode = 'QV400',
             message = format('jobs per second must be above 0 (or null for no rate), got %s',
-                             left(p_jobs_per_second::text, 40));
+                             left(p_jobs_per_second::text, 40)),
+            column = 'jobs_per_second';
     end if;
     if p_jobs_per_second > 1000000 then
         raise exception using errcode = 'QV400',
-            message = format('jobs per second must be at most 1000000, got %s', left(p_jobs_per_second::text, 40));
+            message = format('jobs per second must be at most 1000000, got %s', left(p_jobs_per_second::text, 40)),
+            column = 'jobs_per_second';
     end if;
     if p_jobs_per_second <> round(p_jobs_per_second, 6) then
         raise exception using errcode = 'QV400',
             message = format('jobs per second must have at most 6 decimal places, got %s',
-                             left(p_jobs_per_second::text, 40));
+                             left(p_jobs_per_second::text, 40)),
+            column = 'jobs_per_second';
     end if;
     perform raise_unknown_queue(p_queue, p_create);
     -- The bucket: refilled at the old rate up to now (as claim_jobs_at would), then held to the new size.

@@ -23,10 +23,12 @@ begin
     if p_name is null or p_name !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$' then
         raise exception using errcode = 'QV400',
             message = 'a schedule name is 1 to 100 letters, digits, _ . : or -, starting with a letter or digit',
-            detail = format('got %s', coalesce(quote_literal(left(p_name, 120)), 'null'));
+            detail = format('got %s', coalesce(quote_literal(left(p_name, 120)), 'null')),
+            column = 'name';
     end if;
     if p_task_type is null then
-        raise exception using errcode = 'QV400', message = 'the task type is null';
+        raise exception using errcode = 'QV400', message = 'the task type is null',
+            column = 'task_type';
     end if;
     v_problem := check_schedule_cron(p_cron);
     if v_problem is not null then
@@ -36,7 +38,8 @@ begin
     v_cron := regexp_replace(regexp_replace(p_cron, '^\s+|\s+$', '', 'g'), '\s+', ' ', 'g');
     if p_payload is null or jsonb_typeof(p_payload) <> 'object' then
         raise exception using errcode = 'QV400',
-            message = format('payload must be a JSON object, got %s', coalesce(jsonb_typeof(p_payload), 'null'));
+            message = format('payload must be a JSON object, got %s', coalesce(jsonb_typeof(p_payload), 'null')),
+            column = 'payload';
     end if;
     select s.max_payload_bytes into v_max_bytes from queue_settings s;
     if octet_length(p_payload::text) > v_max_bytes then
@@ -44,11 +47,13 @@ begin
             message = format('payload is %s bytes, more than the limit of %s', octet_length(p_payload::text), v_max_bytes);
     end if;
     if p_queue is not null and (p_queue !~ '\S' or length(p_queue) > 100) then
-        raise exception using errcode = 'QV400', message = 'queue must be a non-empty text of at most 100 characters';
+        raise exception using errcode = 'QV400', message = 'queue must be a non-empty text of at most 100 characters',
+            column = 'queue';
     end if;
     if p_catch_up is null or p_catch_up not in ('latest', 'all', 'none') then
         raise exception using errcode = 'QV400', message = 'catch_up must be latest, all or none',
-            detail = format('got %s', coalesce(quote_literal(left(p_catch_up, 40)), 'null'));
+            detail = format('got %s', coalesce(quote_literal(left(p_catch_up, 40)), 'null')),
+            column = 'catch_up';
     end if;
     if not exists (select 1 from task_types t where t.name = p_task_type) then
         raise exception using errcode = 'QT422',

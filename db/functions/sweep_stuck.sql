@@ -1,6 +1,6 @@
 -- sweep_stuck: recovers the processing jobs whose lease expired before now(), by the server's clock (→ pending with
 -- tries left, else → dead; asked to cancel → cancelled; last_error names the worker; its attempt abandoned; locked
--- rows skipped); notifies.
+-- rows skipped; a lease that ran to the attempt's deadline: timed_out, → failed or dead); notifies.
 -- Returns one row per swept job. Raises nothing of its own.
 create or replace function sweep_stuck()
 returns table (job_id uuid, attempt integer, worker_id text, status text, lease_expired_at timestamptz)

@@ -3,10 +3,14 @@
 -- last_error names the worker; its attempt abandoned; locked rows skipped; a job asked to cancel → cancelled,
 -- whenever the request committed). Which job stopped a worker that held several is not known: each gets its
 -- lost attempt back (max_attempts + 1, at most 1000) and is listed in job_isolation, so it runs alone next; the
--- attempt of a job that ran alone (listed) counts. Removes the listing of jobs that are final.
+-- attempt of a job that ran alone (listed) counts. Removes the listing of jobs that are final. An attempt whose
+-- lease ran to its deadline (heartbeat extends none past it) timed out: time_out_attempt ends it `timed_out` (→ failed
+-- with the backoff, or → dead), unless a cancel was asked (→ cancelled, as above). Ends expired the jobs not
+-- started by their expires_at (pending, no attempt yet, expires_at <= p_now; up to 10000 a call, locked rows
+-- skipped; last_error 'expired at ...'); they are not among the rows returned.
 -- Notifies pgqw_jobs ('*') when it swept a job, or when a job has been ready for a second or more (a queue
 -- neither paused, rated nor at its max_running): listening workers that found nothing do not poll. Returns one
--- row per swept job. QV400.
+-- row per swept job (the timed-out ones last). QV400.
 create or replace function sweep_stuck_at(
     p_now  timestamptz
 ) returns table (job_id uuid, attempt integer, worker_id text, status text, lease_expired_at timestamptz)
@@ -26,14 +30,41 @@ set jit = off
 as $$
 declare
     v_ids uuid[];
+    v_timed_out uuid[];
+    v_stuck record;
+    v_job jobs;
+    v_swept bigint := 0;
+    v_expired bigint := 0;
+    v_expired_ids uuid[];
 begin
     if p_now is null then
-        raise exception using errcode = 'QV400', message = 'now must not be null';
+        raise exception using errcode = 'QV400', message = 'now must not be null',
+            column = 'now';
     end if;
+
+    -- Jobs not started by their expiry: final, never claimed (claim_jobs_at skips them). jobs_expiry_idx holds
+    -- only jobs that may expire, so this reads what it ends and no more.
+    with due as (
+        select j.id from jobs j
+         where j.status = 'pending' and j.attempts = 0 and j.expires_at <= p_now
+         order by j.expires_at
+         limit 10000
+           for update skip locked
+    )
+    , ended as (
+        update jobs j
+           set status = 'expired', finished_at = now(), last_error = format('expired at %s', j.expires_at)
+          from due
+         where j.id = due.id
+        returning j.id
+    )
+    select array(select e.id from ended e) into v_expired_ids;
+    v_expired := cardinality(v_expired_ids);
+    perform settle_jobs(v_expired_ids);  -- their dependents (cancelled) and batches
 
     -- Listings of jobs that are final (their last attempt ended): nothing runs them again.
     delete from job_isolation i using jobs j
-     where j.id = i.job_id and j.status in ('succeeded', 'dead', 'cancelled');
+     where j.id = i.job_id and j.status in ('succeeded', 'dead', 'cancelled', 'expired');
 
     -- The expired leases are locked first (rows another session holds are skipped: it is ending them), and
     -- the cancel requests and listings read in the statements after: under read committed each statement
@@ -45,6 +76,16 @@ begin
          where j.status = 'processing' and j.lease_expires_at < p_now
          order by j.lease_expires_at
            for update skip locked);
+    -- Timed out: held until its deadline (the lease reached it), and not asked to cancel (a request moved the
+    -- deadline to its own time: the job ends cancelled below). The rest stopped responding before theirs.
+    v_timed_out := array(
+        select j.id
+          from jobs j
+         where j.id = any (v_ids) and j.lease_expires_at >= j.deadline_at
+           and not exists (select 1 from job_cancel_requests r where r.job_id = j.id));
+    if cardinality(v_timed_out) > 0 then
+        v_ids := array(select x from unnest(v_ids) as x where not x = any (v_timed_out));
+    end if;
 
     return query
     with stuck as (
@@ -95,8 +136,27 @@ begin
     select judged.id, judged.attempts, judged.locked_by::text, swept.status::text, judged.lease_expires_at
       from judged join swept on swept.id = judged.id
      order by judged.lease_expires_at, judged.id;
+    get diagnostics v_swept = row_count;
+    -- The swept jobs that ended (dead, cancelled): their dependents and batches.
+    if v_swept > 0 then
+        perform settle_jobs(array(select j.id from jobs j
+                                   where j.id = any (v_ids) and j.status in ('dead', 'cancelled')));
+    end if;
 
-    if found then
+    for v_stuck in
+        select j.id, j.attempts, j.locked_by, j.lease_expires_at
+          from jobs j where j.id = any (v_timed_out) order by j.lease_expires_at, j.id
+    loop
+        v_job := time_out_attempt(v_stuck.id, v_stuck.attempts);
+        return query select v_stuck.id, v_stuck.attempts::integer, v_stuck.locked_by::text, v_job.status::text,
+                            v_stuck.lease_expires_at;
+        v_swept := v_swept + 1;
+    end loop;
+
+    if v_expired > 0 and exists (select 1 from job_waiters) then  -- watch_job: some watched jobs may have expired
+        perform pg_notify('pgqw_finished', '*');
+    end if;
+    if v_swept > 0 then
         -- Wake workers of every queue ('*'): some swept jobs are ready again; and whoever waits for a
         -- job to end: some may be dead now.
         perform pg_notify('pgqw_jobs', '*');

@@ -9,7 +9,8 @@ set jit = off
 as $$
 begin
     if p_job_id is null then
-        raise exception using errcode = 'QV400', message = 'job id must not be null';
+        raise exception using errcode = 'QV400', message = 'job id must not be null',
+            column = 'job_id';
     end if;
     delete from job_waiters w where w.job_id = p_job_id and w.backend_pid = pg_backend_pid();
     return found;

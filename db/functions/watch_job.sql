@@ -16,7 +16,8 @@ declare
     v_status text;
 begin
     if p_job_id is null then
-        raise exception using errcode = 'QV400', message = 'job id must not be null';
+        raise exception using errcode = 'QV400', message = 'job id must not be null',
+            column = 'job_id';
     end if;
     select j.status into v_status from jobs j where j.id = p_job_id;
     if not found then

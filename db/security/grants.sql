@@ -11,12 +11,16 @@
 --   * A function that only reads or computes (backoff_delay, queue_stats, the report_* functions) is
 --     security invoker: it runs with the caller's rights, so the caller also needs SELECT on what it
 --     reads (granted below); it shows nothing the caller could not read anyway.
+--   * So are the reads the API and the console make (list_queues, list_worker_status, list_task_types,
+--     count_jobs_by_status, get_job_result, queue_throughput): each is the statement its wrapper in pgqw.db runs.
 --   * next_run_at only reads, but is security definer: workers read no table, and it answers with
 --     times alone (when the next jobs of given queues and types come due).
 --   * list_schedules only reads, but is security definer for the same reason: a worker's scheduler reads
 --     the schedules through it. check_schedule_cron only computes (security invoker, reads nothing).
---   * raise_job_not_held and raise_unknown_queue are security invoker and internal: only the owner's functions call it, and no
---     role may execute it.
+--   * waits_settled only computes (security invoker, reads no table).
+--   * raise_job_not_held, raise_unknown_queue, find_lease_attempt, notify_watchers, notify_due, time_out_attempt,
+--     settle_jobs, judge_blocked, serial_turn, enqueue_jobs_into, check_bulk_filter and has_waiters are security
+--     invoker and internal: only the owner's functions call them, and no role may execute them.
 --   * claim_jobs_at and sweep_stuck_at take the time as an argument (tests, repairs): only the owner
 --     may execute them. Every role's claim and sweep use the server's clock (claim_jobs, sweep_stuck).
 --   * A claimed attempt is spoken for by its lease token, returned by the claim to its caller alone;
@@ -40,13 +44,18 @@ declare
         'mark_failed, mark_jobs_succeeded, mark_succeeded, prune_jobs, queue_stats, raise_job_not_held, release_job, '
         'register_task_types, register_worker, report_concurrency, report_double_runs, report_latest_jobs, '
         'report_timeline, retry_dead, stop_worker, sweep_stuck, sweep_stuck_at, pause_queue, resume_queue, set_queue_limit, '
+        'list_queues, list_worker_status, list_task_types, count_jobs_by_status, get_job_result, queue_throughput, '
         'set_queue_rate, cancel_job, mark_cancelled, next_run_at, '
         'check_schedule_cron, set_schedule, pause_schedule, resume_schedule, delete_schedule, register_schedules, '
         'enqueue_schedule_slots, list_schedules, watch_job, unwatch_job, raise_unknown_queue, prune_expired_jobs, '
-        'cron_matches, schedule_times';
+        'cron_matches, schedule_times, find_lease_attempt, notify_watchers, notify_due, mark_timed_out, time_out_attempt, '
+        'snooze_job, settle_jobs, judge_blocked, serial_turn, enqueue_jobs_into, check_bulk_filter, enqueue_batch, batch_status, '
+        'workflow_jobs, parent_results, set_queue_key_limit, retry_dead_jobs, cancel_jobs, wait_for_jobs, waits_settled, '
+        'has_waiters';
     -- migrations is pgqw migrate's ledger; a database installed with psql alone has none.
-    v_tables constant text := 'jobs, job_attempts, job_results, flyers, queue_settings, task_types, '
-        'task_type_settings, workers, queues, job_cancel_requests, schedules, job_waiters, job_isolation'
+    v_tables constant text := 'jobs, job_attempts, job_results, queue_settings, task_types, '
+        'task_type_settings, workers, queues, job_cancel_requests, schedules, job_waiters, job_isolation, '
+        'job_dependencies, batches, queue_waiters'
         || case when to_regclass('migrations') is null then '' else ', migrations' end;
     v_schema constant text := current_schema();
     v_role text;
@@ -70,7 +79,7 @@ begin
 
     for v_grant in
         select g.role, g.privilege from (values
-            -- The API: POST /api/jobs, POST .../retry, GET /metrics; the job, attempt and flyer reads.
+            -- The API: POST /api/jobs, POST .../retry, GET /metrics; the job, attempt and result reads.
             ('pgqw_api', 'execute on function enqueue_job, enqueue_jobs, retry_dead, queue_stats'),
             -- GET /api/queues, POST /api/queues/{name}/pause, /resume, /limit, /rate.
             ('pgqw_api', 'execute on function pause_queue, resume_queue, set_queue_limit, set_queue_rate'),
@@ -81,10 +90,17 @@ begin
             -- GET /api/schedules, POST /api/schedules/{name}/pause, /resume.
             ('pgqw_api', 'execute on function pause_schedule, resume_schedule, list_schedules'),
             ('pgqw_api', 'select on table schedules'),
-            ('pgqw_api', 'select on table jobs, job_attempts, job_results, flyers, task_types, task_type_settings, '
+            ('pgqw_api', 'select on table jobs, job_attempts, job_results, task_types, task_type_settings, '
                          'workers'),
+            -- Workflows, batches, limits per key and bulk actions (/api/workflows, /api/batches, /key-limit,
+            -- /api/jobs/bulk/*).
+            ('pgqw_api', 'execute on function enqueue_batch, batch_status, workflow_jobs, parent_results, '
+                         'set_queue_key_limit, retry_dead_jobs, cancel_jobs'),
             -- Waiting for a job to end (pgqw.client.wait): only then is its end notified.
             ('pgqw_api', 'execute on function watch_job, unwatch_job'),
+            -- GET /api/queues, /api/workers, /api/task-types, /api/throughput, the jobs per status, a job's result.
+            ('pgqw_api', 'execute on function list_queues, list_worker_status, list_task_types, count_jobs_by_status, '
+                         'get_job_result, queue_throughput'),
             -- Workers: the functions of their work, and no table. Every answer they need comes from the
             -- functions (the lease a claim granted, already_recorded after a lost reply).
             ('pgqw_worker', 'execute on function claim_job, claim_jobs, heartbeat, mark_succeeded, '
@@ -94,13 +110,24 @@ begin
             ('pgqw_worker', 'execute on function prune_expired_jobs'),
             -- Ending an attempt whose job was asked to cancel (heartbeat says so).
             ('pgqw_worker', 'execute on function mark_cancelled'),
+            -- Ending an attempt still running at its deadline (the worker's own timer; the sweep otherwise).
+            ('pgqw_worker', 'execute on function mark_timed_out'),
+            -- Putting a job off without spending its attempt (a handler's Snooze).
+            ('pgqw_worker', 'execute on function snooze_job'),
             -- The scheduler: the schedules' timing each round (no payloads), then each due slot (only the
             -- cron's own slots). Defining schedules is the deploy's (register_schedules: pgqw_admin).
             ('pgqw_worker', 'execute on function schedule_times, enqueue_schedule_slots'),
+            -- A handler's ctx.parent_results(): the results of the jobs it waited for.
+            ('pgqw_worker', 'execute on function parent_results'),
             -- When the next delayed job comes due (after a missed pgqw_jobs_at notification).
             ('pgqw_worker', 'execute on function next_run_at'),
-            -- Operators (pgqw report, pgqw check-idempotency, psql): every function but the internal
-            -- raise_job_not_held and raise_unknown_queue and the owner's clock (claim_jobs_at,
+            -- Waiting for a notification once a claim found nothing (producers notify only then).
+            ('pgqw_worker', 'execute on function wait_for_jobs, waits_settled'),
+            -- Operators (pgqw report, pgqw check-idempotency, psql): every function but the internal ones
+            -- (raise_job_not_held, raise_unknown_queue, find_lease_attempt, notify_watchers, notify_due, time_out_attempt,
+            -- settle_jobs, judge_blocked, serial_turn, enqueue_jobs_into, check_bulk_filter, has_waiters)
+            -- and the owner's
+            -- clock (claim_jobs_at,
             -- sweep_stuck_at), every table read,
             -- the settings changed. Still no direct write to jobs
             -- or job_attempts: a repair goes through the functions too.
@@ -110,17 +137,23 @@ begin
                            'report_double_runs, report_latest_jobs, report_timeline, retry_dead, stop_worker, '
                            'sweep_stuck, prune_jobs, prune_expired_jobs'),
             ('pgqw_admin', 'execute on function pause_queue, resume_queue, set_queue_limit, set_queue_rate'),
-            ('pgqw_admin', 'execute on function cancel_job, mark_cancelled'),
+            ('pgqw_admin', 'execute on function cancel_job, mark_cancelled, mark_timed_out'),
+            ('pgqw_admin', 'execute on function snooze_job'),
             ('pgqw_admin', 'execute on function check_schedule_cron, set_schedule, pause_schedule, resume_schedule, '
                            'delete_schedule, register_schedules, enqueue_schedule_slots, list_schedules, '
                            'schedule_times, cron_matches'),
-            ('pgqw_admin', 'execute on function next_run_at'),
+            ('pgqw_admin', 'execute on function next_run_at, wait_for_jobs, waits_settled'),
+            ('pgqw_admin', 'execute on function enqueue_batch, batch_status, workflow_jobs, parent_results, '
+                           'set_queue_key_limit, retry_dead_jobs, cancel_jobs'),
             ('pgqw_admin', 'execute on function watch_job, unwatch_job'),
+            ('pgqw_admin', 'execute on function list_queues, list_worker_status, list_task_types, '
+                           'count_jobs_by_status, get_job_result, queue_throughput'),
             ('pgqw_admin', format('select on table %s', v_tables)),
             -- A DBA's settings: queue_settings, and the plain (not code_*) columns of a task type.
             ('pgqw_admin', 'update on table queue_settings'),
             ('pgqw_admin', 'update (queue, priority, max_attempts, backoff_base_ms, backoff_max_delay_ms, '
-                           'backoff_max_jitter_ms, lease_ms) on table task_types')
+                           'backoff_max_jitter_ms, lease_ms, timeout_ms) on table task_types'),
+            ('pgqw_admin', 'update (max_snoozes) on table task_types')
         ) as g(role, privilege)
         where to_regrole(g.role) is not null
     loop

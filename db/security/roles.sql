@@ -1,7 +1,7 @@
 -- roles: the queue's three login roles, made when missing. Roles belong to the whole server (every
 -- database on it shares them); what each may do is granted per database by grants.sql.
---   pgqw_api     the API: enqueues, retries dead jobs, reads jobs, attempts and flyers
---   pgqw_worker  workers: claim, heartbeat, mark, hand back, sweep, save flyers
+--   pgqw_api     the API: enqueues, retries dead jobs, reads jobs, attempts and results
+--   pgqw_worker  workers: claim, heartbeat, mark (with results), hand back, sweep
 --   pgqw_admin   operators and their tools: every function, every table read, queue_settings changed
 -- Made with LOGIN and no password: a DBA sets one (alter role pgqw_api password '...'), or grants the
 -- role to their own login role (grant pgqw_api to alice). Never a superuser, never CREATEROLE/CREATEDB.

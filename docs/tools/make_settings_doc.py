@@ -4,8 +4,9 @@
     .venv/bin/python docs/tools/make_settings_doc.py --check  # exit 1 when a table is not what it would write
 
 A table sits between `<!-- settings:begin NAME -->` and `<!-- settings:end -->`, NAME being one of
-pgqw.config's tables (OPERATING, RETENTION, WORKER); its rows are the settings that list it, in
-declaration order. Everything outside the markers is the docs' own.
+pgqw.config's tables (OPERATING, RETENTION, WORKER, API) or the demo's (pgqw.demo.settings: DEMO); its rows
+are the settings that list it, in declaration order, each under its PGQW_ name with its alias beside it.
+Everything outside the markers is the docs' own.
 """
 from __future__ import annotations
 
@@ -17,8 +18,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from pgqw import config  # noqa: E402
+from pgqw.demo import settings as demo_settings  # noqa: E402
 
-DOCS = (ROOT / "docs" / "operating.md", ROOT / "docs" / "worker.md")
+DOCS = (ROOT / "docs" / "operating.md", ROOT / "docs" / "worker.md", ROOT / "docs" / "demo.md",
+        ROOT / "docs" / "api.md")
+# Each declaration (a dataclass whose fields are settings) with its settings: the queue's, the demo's.
+DECLARED = ((config.Settings, config.SETTINGS), (demo_settings.DemoSettings, demo_settings.SETTINGS))
+SETTINGS = tuple(s for _, found in DECLARED for s in found)
 BLOCK = re.compile(r"(<!-- settings:begin (\w+) -->\n)(.*?)(<!-- settings:end -->)", re.S)
 COMMAND = "python docs/tools/make_settings_doc.py"
 
@@ -28,7 +34,8 @@ def shown(setting: config.Setting) -> str:
     if setting.shown is not None:
         return setting.shown
     assert setting.field is not None, setting.env
-    default = config._default(config.Settings.__dataclass_fields__[setting.field])
+    declaration = next(cls for cls, found in DECLARED if setting in found)
+    default = config._default(declaration.__dataclass_fields__[setting.field])
     if isinstance(default, bool):
         return f"`{int(default)}`"
     if isinstance(default, (int, float)):
@@ -40,12 +47,18 @@ def shown(setting: config.Setting) -> str:
     raise ValueError(f"{setting.env}: give it shown=, its default ({default!r}) has no words")
 
 
+def variable(setting: config.Setting) -> str:
+    """The variable column: its PGQW_ name, then its aliases (the names it is still read under)."""
+    aliases = " ".join(f"(or `{a}`)" for a in setting.aliases)
+    return f"`{setting.env}` {aliases}".rstrip()
+
+
 def table(name: str) -> str:
-    rows = [s for s in config.SETTINGS if name in s.tables]
+    rows = [s for s in SETTINGS if name in s.tables]
     if not rows:
         raise ValueError(f"no setting lists the table {name!r}")
     lines = ["| variable | default | what it sets |", "|---|---|---|"]
-    lines += [f"| `{s.env}` | {shown(s)} | {s.doc} |" for s in rows]
+    lines += [f"| {variable(s)} | {shown(s)} | {s.doc} |" for s in rows]
     return "\n".join(lines) + "\n"
 
 

@@ -56,49 +56,55 @@ STEPS: list[tuple[str, str]] = [
      "select * from queue_settings;\n"),
     ("Enqueue two jobs",
      "@@SQL@@\n"
-     "select id as job_a, status, created from enqueue_job('listing_flyer',\n"
+     "select (e.job).id as job_a, (e.job).status, e.created from enqueue_job('listing_flyer',\n"
      "  '{\"title\": \"3-bedroom apartment in Yaba\", \"priceMinor\": 270000000, \"currency\": \"NGN\",\n"
-     "    \"address\": \"12 Herbert Macaulay Way, Yaba, Lagos\", \"bedrooms\": 3}', 'psql-demo-a') \\gset\n"
+     "    \"address\": \"12 Herbert Macaulay Way, Yaba, Lagos\", \"bedrooms\": 3}', 'psql-demo-a') e \\gset\n"
      "select :'job_a' as job_a;\n"
      "\\set studio '{\"title\": \"Studio in Lekki\", \"priceMinor\": 150000000, \"currency\": \"NGN\", \"address\": \"4 Admiralty Way, Lekki, Lagos\", \"bedrooms\": 1}'\n"
-     "select id as job_b, status, created from enqueue_job('listing_flyer', :'studio', 'psql-demo-b',\n"
-     "  p_max_attempts => 3) \\gset\n"
+     "select (e.job).id as job_b, (e.job).status, e.created from enqueue_job('listing_flyer', :'studio', 'psql-demo-b',\n"
+     "  p_max_attempts => 3) e \\gset\n"
      "select :'job_b' as job_b;\n"
-     "-- The same key again returns the same job, created = false:\n"
-     "select id, status, created from enqueue_job('listing_flyer', :'studio', 'psql-demo-b');\n"),
+     "-- The same key again returns the same job, created = false: the row whole, then its columns.\n"
+     "select * from enqueue_job('listing_flyer', :'studio', 'psql-demo-b');\n"
+     "select (e.job).*, e.created from enqueue_job('listing_flyer', :'studio', 'psql-demo-b') e;\n"),
     ("Two workers claim: different jobs",
      "`claim_job` picks with `for update skip locked`, so two sessions never get the same row and never wait "
      "for each other. Each claim returns a lease token, to its caller alone: every later call for that "
      "attempt presents it (`\\gset` keeps it in a psql variable here).\n\n@@SQL@@\n"
-     "select id, status, attempts, locked_by, lease_expires_at - started_at as lease, lease_token as token_a\n"
-     "  from claim_job('w1') \\gset\n"
+     "select (c.job).id, (c.job).status, (c.job).attempts, (c.job).locked_by,\n"
+     "       (c.job).lease_expires_at - (c.job).started_at as lease, c.lease_token as token_a\n"
+     "  from claim_job('w1') c \\gset\n"
      "select :'token_a' is not null as got_a_token;\n"
-     "select id, status, attempts, locked_by, lease_token as token_b from claim_job('w2') \\gset\n"
+     "select (c.job).id, (c.job).status, (c.job).attempts, (c.job).locked_by, c.lease_token as token_b\n"
+     "  from claim_job('w2') c \\gset\n"
      "select * from claim_job('w3');  -- nothing is ready: no row\n"),
     ("Finish one",
      "@@SQL@@\n"
-     "select id, status, finished_at is not null as finished\n"
-     "  from mark_succeeded(:'job_a', :'token_a', 'application/json', '{\"pages\": 1}');\n"
+     "select (m.job).id, (m.job).status, (m.job).finished_at is not null as finished, m.already_recorded\n"
+     "  from mark_succeeded(:'job_a', :'token_a', 'application/json', '{\"pages\": 1}') m;\n"
      "select * from job_results where job_id = :'job_a';\n"),
     ("Fail the other until it is dead",
      "Backoff arguments are given here as 0 so the demo needs no waiting; left out, they come from "
      "`queue_settings` (2 s doubling, plus up to 1 s of jitter).\n\n@@SQL@@\n"
-     "select status, attempts, max_attempts, run_at - now() as wait\n"
-     "  from mark_failed(:'job_b', :'token_b', 'printer on fire', p_base_ms => 0, p_max_jitter_ms => 0);\n"
-     "select id, attempts, lease_token as token_b from claim_job('w1') \\gset\n"
-     "select status, attempts from mark_failed(:'job_b', :'token_b', 'printer on fire', p_base_ms => 0, p_max_jitter_ms => 0);\n"
-     "select id, attempts, lease_token as token_b from claim_job('w2') \\gset\n"
-     "select status, attempts, max_attempts, last_error from mark_failed(:'job_b', :'token_b', 'printer on fire');\n"
+     "select (m.job).status, (m.job).attempts, (m.job).max_attempts, (m.job).run_at - now() as wait\n"
+     "  from mark_failed(:'job_b', :'token_b', 'printer on fire', p_base_ms => 0, p_max_jitter_ms => 0) m;\n"
+     "select (c.job).id, (c.job).attempts, c.lease_token as token_b from claim_job('w1') c \\gset\n"
+     "select (m.job).status, (m.job).attempts\n"
+     "  from mark_failed(:'job_b', :'token_b', 'printer on fire', p_base_ms => 0, p_max_jitter_ms => 0) m;\n"
+     "select (c.job).id, (c.job).attempts, c.lease_token as token_b from claim_job('w2') c \\gset\n"
+     "select (m.job).status, (m.job).attempts, (m.job).max_attempts, (m.job).last_error\n"
+     "  from mark_failed(:'job_b', :'token_b', 'printer on fire') m;\n"
      "select * from job_attempts where job_id = :'job_b' order by attempt;\n"),
     ("Retry the dead job: attempt numbers continue",
      "@@SQL@@\n"
      "select status, attempts, max_attempts from retry_dead(:'job_b');\n"
-     "select id, attempts, locked_by, lease_token as token_b from claim_job('w1') \\gset\n"),
+     "select (c.job).id, (c.job).attempts, (c.job).locked_by, c.lease_token as token_b from claim_job('w1') c \\gset\n"),
     ("A worker dies: the sweep recovers its job",
      "Here the lease is 1 ms so it has run out by the time the sweep looks; a live worker extends its lease "
      "with `heartbeat`.\n\n@@SQL@@\n"
-     "select id as job_c from enqueue_job('listing_flyer', :'studio', 'psql-demo-c') \\gset\n"
-     "select id, attempts, locked_by, lease_token as token_c from claim_job('w-crash', p_lease_ms => 1) \\gset\n"
+     "select (e.job).id as job_c from enqueue_job('listing_flyer', :'studio', 'psql-demo-c') e \\gset\n"
+     "select (c.job).id, (c.job).attempts, (c.job).locked_by, c.lease_token as token_c\n"
+     "  from claim_job('w-crash', p_lease_ms => 1) c \\gset\n"
      "select pg_sleep(0.01);\n"
      "select * from heartbeat(array[:'job_b']::uuid[], array[:'token_b']::uuid[]);\n"
      "select * from sweep_stuck();\n"
@@ -113,10 +119,16 @@ STEPS: list[tuple[str, str]] = [
      "-- Nor does a token made up (or one of another job's attempts).\n"
      "select mark_succeeded(:'job_b', gen_random_uuid());\n"
      "select enqueue_job('listing_flyer', :'studio', 'psql-demo-a');\n"
+     "-- The error's column names the argument (pgqw.errors.InvalidArgument.argument):\n"
      "select * from claim_job('');\n"
      "-- A queue nobody has named (no job, setting, worker, task type or schedule): a typo makes nothing.\n"
      "select * from pause_queue('nosuchqueue');\n"
      "select name, paused from pause_queue('nightly-exports', p_create => true);\n"
+     "-- A success reported after a person asked the running job to cancel: refused with its own code, QK409;\n"
+     "-- the worker then ends the attempt cancelled.\n"
+     "select (c.job).status, c.cancel_requested_at is not null as asked from cancel_job(:'job_b') c;\n"
+     "select mark_succeeded(:'job_b', :'token_b');\n"
+     "select (m.job).status, m.already_recorded from mark_cancelled(:'job_b', :'token_b') m;\n"
      "\\set VERBOSITY default\n"),
     ("The backoff table",
      "`backoff_delay` is the formula `mark_failed` uses; with the jitter pinned at 0 and 1 it gives the "
@@ -150,7 +162,7 @@ STEPS: list[tuple[str, str]] = [
      " group by 1, 2 order by 1, 2;\n"
      "-- As the worker: its own functions work, a direct write or another role's function does not.\n"
      "set role pgqw_worker;\n"
-     "select id, attempts, locked_by from claim_job('w1');\n"
+     "select (c.job).id, (c.job).attempts, (c.job).locked_by from claim_job('w1') c;\n"
      "\\set VERBOSITY verbose\n"
      "update jobs set status = 'succeeded' where id = :'job_b';\n"
      "select * from sweep_stuck_at(now() + interval '1 day');\n"
@@ -186,6 +198,75 @@ STEPS: list[tuple[str, str]] = [
      "select name, paused from pause_schedule('reports.nightly');\n"
      "select name, paused, slots_after > now() - interval '1 minute' as from_now_on from resume_schedule('reports.nightly');\n"
      "select name from delete_schedule('reports.nightly');\n"),
+    ("Snooze: put a job off without spending its attempt",
+     "A handler that cannot do its work yet raises `Snooze` ([tasks.md](tasks.md#snoozing)); its worker calls "
+     "`snooze_job` with the lease token, and a time (`p_until`) or a delay (`p_delay_ms`, on the server's clock), "
+     "exactly one. The attempt ends `snoozed`, the job is pending at that time with one more try "
+     "(`max_attempts`), and `mark_failed`'s backoff counts only the attempts that were not snoozed. After "
+     "`max_snoozes` snoozes (the task type's, else `queue_settings`', 100) the next one ends the job dead.\n\n@@SQL@@\n"
+     "select (e.job).id as job_s from enqueue_job('listing_flyer', '{\"title\": \"Loft in Ikoyi\"}', 'psql-snooze',\n"
+     "  p_queue => 'snoozing', p_max_attempts => 3) e \\gset\n"
+     "select c.lease_token as token_s from claim_job('w4', array['snoozing']) c \\gset\n"
+     "select (s.job).status, (s.job).attempts, (s.job).max_attempts, (s.job).run_at - now() as due_in, s.already_recorded\n"
+     "  from snooze_job(:'job_s', :'token_s', p_delay_ms => 600000) s;\n"
+     "select attempt, outcome, error from job_attempts where job_id = :'job_s';\n"
+     "-- The same call again (its reply was lost): already recorded, nothing changed.\n"
+     "select (s.job).status, (s.job).max_attempts, s.already_recorded from snooze_job(:'job_s', :'token_s', p_delay_ms => 600000) s;\n"
+     "\\set VERBOSITY verbose\n"
+     "select * from snooze_job(:'job_s', :'token_s', now() + interval '1 hour', 1000);\n"
+     "\\set VERBOSITY default\n"),
+    ("Timeouts: an attempt ends at its deadline",
+     "A job's timeout is its own (`p_timeout_ms`), else its task type's as of the claim (`task_types.timeout_ms`, "
+     "a DBA's, over the code's `code_timeout_ms` that `register_task_types` writes), else none. The claim gives "
+     "the attempt its deadline (`job_attempts.deadline_at`, and `jobs.deadline_at`), and `heartbeat` never "
+     "extends the lease past it. So an attempt still held at its deadline ends when its lease runs out there, "
+     "whatever its worker does, frozen or not: the sweep ends it `timed_out`, a failure (retried after the "
+     "backoff while tries are left, else dead). The worker ends it itself at the deadline with `mark_timed_out`, "
+     "which refuses (`QS409`) before. `cancel_job` of a running job moves its deadline to now: the lease is "
+     "extended no more, and the attempt ends cancelled within one lease. Here the sweep is asked as of two "
+     "seconds from now, as a frozen worker's would run then.\n\n@@SQL@@\n"
+     "update task_types set timeout_ms = 1500 where name = 'listing_flyer';  -- a DBA's, over the code's\n"
+     "select name, timeout_ms from task_type_settings where name = 'listing_flyer';\n"
+     "select (e.job).id as job_t from enqueue_job('listing_flyer', '{\"title\": \"Duplex in Surulere\"}', "
+     "'psql-timeout',\n  p_queue => 'timeouts', p_max_attempts => 2, p_timeout_ms => 1000) e \\gset\n"
+     "select (c.job).deadline_at - (c.job).started_at as timeout, (c.job).lease_expires_at = (c.job).deadline_at "
+     "as lease_ends_there,\n       c.lease_token as token_t from claim_job('w5', array['timeouts'], p_lease_ms => 60000) c "
+     "\\gset\n"
+     "select :'timeout' as timeout, :'lease_ends_there' as lease_ends_there;\n"
+     "-- A minute asked: the lease stays at the deadline.\n"
+     "select lease_expires_at = (select deadline_at from jobs where id = :'job_t') as capped\n"
+     "  from heartbeat(array[:'job_t']::uuid[], array[:'token_t']::uuid[], 60000);\n"
+     "\\set VERBOSITY verbose\n"
+     "select * from mark_timed_out(:'job_t', :'token_t');\n"
+     "\\set VERBOSITY default\n"
+     "select job_id = :'job_t' as this_job, attempt, worker_id, status from sweep_stuck_at(now() + interval '2 seconds');\n"
+     "select status, attempts, max_attempts, last_error from jobs where id = :'job_t';\n"
+     "select attempt, outcome, deadline_at - started_at as timeout from report_timeline(:'job_t');\n"
+     "update task_types set timeout_ms = null where name = 'listing_flyer';\n"),
+    ("Expiry and retention per task type",
+     "A job not started by its `expires_at` (`p_expires_at`, or `p_expire_after_ms` from when it may start, else "
+     "its type's `expire_after_ms`) is never claimed, and the sweep ends it `expired`, a final status: it cannot "
+     "be cancelled or retried, and `prune_expired_jobs` deletes it with the dead and cancelled ones. Once an "
+     "attempt has begun, expiry no longer applies. An expiry not later than now and than `run_at` is refused "
+     "(`QV400`). A type's `retain_succeeded` and `retain_failed` (a DBA's, over the code's) replace "
+     "`queue_settings`' two ages for its jobs. Here the claim and the sweep are asked as of a minute from now."
+     "\n\n@@SQL@@\n"
+     "select (e.job).id as job_x, (e.job).expires_at - (e.job).run_at as expires_after from enqueue_job("
+     "'listing_flyer',\n  '{\"title\": \"Bungalow in Yaba\"}', 'psql-expiry', p_queue => 'expiry', "
+     "p_expire_after_ms => 30000) e \\gset\n"
+     "select :'expires_after' as expires_after;\n"
+     "select count(*) as claimed from claim_jobs_at(now() + interval '1 minute', 'w6', 1, array['expiry']);\n"
+     "-- The sweep ends it expired; its rows list only the leases it recovered.\n"
+     "select count(*) filter (where job_id = :'job_x') as listed from sweep_stuck_at(now() + interval '1 minute');\n"
+     "select status, last_error like 'expired at %' as says_when, finished_at is not null as finished "
+     "from jobs where id = :'job_x';\n"
+     "\\set VERBOSITY verbose\n"
+     "select * from enqueue_job('listing_flyer', '{}', 'psql-expiry-2', p_expires_at => now() - interval '1 minute');\n"
+     "\\set VERBOSITY default\n"
+     "update task_types set retain_succeeded = interval '1 day' where name = 'listing_flyer';\n"
+     "select name, expire_after_ms, retain_succeeded, retain_failed, max_snoozes from task_type_settings "
+     "where name = 'listing_flyer';\n"
+     "update task_types set retain_succeeded = null where name = 'listing_flyer';\n"),
 ]
 
 HEAD = """# Using the queue from psql
@@ -199,19 +280,21 @@ Functions, their arguments and the state change each makes:
 
 | function | state change | raises |
 |---|---|---|
-| `enqueue_job(type, payload, idempotency_key, queue, priority, run_at, max_attempts, unique_for)` | → pending (unset queue, priority, max_attempts: the task type's, then the defaults); a type nobody registered is refused unless `queue_settings.accept_unregistered_types` | QV400, QT422, QV413, QI409 |
+| `enqueue_job(type, payload, idempotency_key, queue, priority, run_at, max_attempts, unique_for, timeout_ms, expires_at, expire_after_ms)` | → pending (unset queue, priority, max_attempts: the task type's, then the defaults; `timeout_ms`: the job's own timeout, else the task type's at each claim, else none; `expires_at`, or `expire_after_ms` from when it may start, else the type's `expire_after_ms`: not started by then, it ends expired); a type nobody registered is refused unless `queue_settings.accept_unregistered_types` | QV400, QT422, QV413, QI409 |
 | `enqueue_jobs(jobs jsonb)` | → pending, many in one call | QV400, QT422, QV413, QI409 |
-| `claim_job(worker_id, queues, lease_ms, task_types)` | pending/failed → processing (only `task_types` when given); returns the job and its `lease_token` | QV400 |
+| `claim_job(worker_id, queues, lease_ms, task_types)` | pending/failed → processing (only `task_types` when given), with a deadline when the job or its type has a timeout (the lease ends there at the latest); returns the job and its `lease_token` | QV400 |
 | `claim_jobs(worker_id, limit, queues, lease_ms, task_types)` | the same, up to `limit` jobs | QV400 |
-| `heartbeat(job_ids, lease_tokens, lease_ms)` | extends the leases those tokens hold; answers `cancel_requested` per job | QV400 |
-| `mark_succeeded(job_id, lease_token, result_type, result_value, result_data)` | processing → succeeded, with its result in `job_results` | QV400, QN404, QL409 |
+| `heartbeat(job_ids, lease_tokens, lease_ms)` | extends the leases those tokens hold, never past the attempt's deadline; answers `cancel_requested` per job | QV400 |
+| `mark_succeeded(job_id, lease_token, result_type, result_value, result_data)` | processing → succeeded, with its result in `job_results` | QV400, QN404, QL409, QK409 (asked to cancel) |
 | `mark_jobs_succeeded(job_ids, lease_tokens, results)` | the same for many, JSON results | QV400 |
 | `mark_failed(job_id, lease_token, error, retryable, base_ms, max_jitter_ms, max_delay_ms)` | processing → failed (backoff) or dead | QV400, QN404, QL409 |
 | `release_job(job_id, lease_token, reason)` | processing → pending (handed back) | QV400, QN404, QL409 |
-| `sweep_stuck()` | expired processing → pending, or dead (the server's clock) | none |
+| `mark_timed_out(job_id, lease_token, base_ms, max_jitter_ms, max_delay_ms)` | processing → failed (backoff) or dead, the attempt `timed_out`, once its deadline has passed (asked to cancel: → cancelled) | QV400, QN404, QL409, QS409 (no deadline, or not passed) |
+| `snooze_job(job_id, lease_token, until, delay_ms)` | processing → pending at `until` (or `delay_ms` from now), the attempt `snoozed` and not spent; past the job's `max_snoozes` → dead | QV400, QN404, QL409 |
+| `sweep_stuck()` | expired processing → pending, or dead (the server's clock); a lease that ran to the attempt's deadline: → failed (backoff) or dead, the attempt `timed_out`; pending, never started, past its `expires_at` → expired | none |
 | `claim_jobs_at(now, ...)`, `sweep_stuck_at(now)` | the same as of another time: the owner's only (tests, repairs) | QV400 |
 | `retry_dead(job_id, extra_attempts)` | dead → pending | QV400, QN404, QS409 |
-| `cancel_job(job_id)` | pending/failed → cancelled; processing: the cancel is requested (heartbeat answers it) | QV400, QN404, QS409 (already finished) |
+| `cancel_job(job_id)` | pending/failed → cancelled; processing: the cancel is requested (heartbeat answers it) and the attempt's deadline moved to now (its lease is extended no more) | QV400, QN404, QS409 (already finished) |
 | `mark_cancelled(job_id, lease_token)` | processing → cancelled, once a cancel was requested (`mark_failed` and `release_job` of such a job, and the sweep, end it cancelled too) | QV400, QN404, QL409, QS409 |
 | `watch_job(job_id)`, `unwatch_job(job_id)` | none to the job: this session waits for it to end, or no longer; the functions that end a job notify `pgqw_finished` only for a watched one (`LISTEN`, then `watch_job` twice, as `pgqw.client.wait` does: the second call waits out a completion under way) | QV400, QN404 |
 | `register_task_types(types jsonb)` | upserts task types: schema and `code_*` defaults (never a DBA's columns) | QV400 |
@@ -233,9 +316,20 @@ Functions, their arguments and the state change each makes:
 Each file in `db/functions/` opens with a comment giving the same facts. What is true of them all is
 said once in `db/security/grants.sql`: the functions that change state run as the queue's owner
 (`security definer`), and each of the roles `pgqw_api`, `pgqw_worker` and `pgqw_admin` may call only
-its own (the last step below). `mark_succeeded`, `mark_failed`, `release_job` and
-`mark_jobs_succeeded` also return `already_recorded`: true when the same call for the same attempt
-had committed before (its reply was lost), and nothing changed.
+its own (the last step below).
+
+A function that answers with a job returns its row whole, of type `jobs`: alone (`retry_dead`), or as
+the field `job` of a composite beside what the call adds: `claimed_job` (`job`, `lease_token`) from the
+claims, `enqueued_job` (`job`, `created`) from the enqueues, `recorded_job` (`job`, `already_recorded`)
+from `mark_succeeded`, `mark_failed`, `mark_cancelled`, `mark_timed_out`, `release_job`, `snooze_job` and
+`mark_jobs_succeeded`, and
+`cancelled_job` (`job`, `cancel_requested_at`) from `cancel_job`. `select * from claim_job('w1')` shows
+the row as one value; `select (c.job).*, c.lease_token from claim_job('w1') c` spreads it into its
+columns, and `(c.job).id` reads one. A column added to `jobs` is in every answer without a new
+signature. `already_recorded` is true when the same call for the same attempt had committed before (its
+reply was lost), and nothing changed (`mark_timed_out`'s is true too when a sweep had ended the attempt
+timed out). An invalid argument (`QV400`) names itself in the error's column
+field (`\\set VERBOSITY verbose` shows it as `COLUMN NAME`).
 """
 
 

@@ -15,6 +15,8 @@
      the jobs fill from the database, Pause and Retry work, the form makes a job, results link below
      the prefix, and the page asks for nothing outside it; a second mount without the demo's task
      module has no demo tab and links the result through /result
+  6. row selection in the jobs view: the ticked rows stay ticked through a refresh that redraws them;
+     Retry selected and Cancel selected change exactly those jobs and say how many of them changed
 
 PGQW_UPDATE_SCREENSHOTS=1 also writes docs/images/page-form.png, page-dead-letter.png, console.png and
 console-jobs.png.
@@ -38,6 +40,7 @@ from werkzeug.serving import make_server
 
 from pgqw import db
 from pgqw.app import close_pool, create_app
+from pgqw.app.serialize import iso
 from tests.api import states
 from tests.api.live import ROOT, Process, run_worker, serve_api
 from tests.helpers import LISTING
@@ -253,6 +256,7 @@ def test_browser_form_jobs_table_dead_letter_retry_and_console(
 
     # 4. The console: workers, queues, task types, schedules; then a job found and cancelled.
     schedule = make_schedule(conn, url)
+    conn.execute("update task_types set timeout_ms = 90000 where name = 'listing_flyer'")  # a DBA's
     page.get_by_test_id("nav-console").click()
     workers = page.locator('[data-testid="worker-row"]')
     expect(workers.filter(has_text="render-worker-old").get_by_test_id("worker-state")).to_have_text("gone")
@@ -264,7 +268,8 @@ def test_browser_form_jobs_table_dead_letter_retry_and_console(
     expect(filler.get_by_test_id("queue-unserved")).to_be_visible()  # the worker takes only "default"
     default = page.locator('[data-testid="queue-row"][data-queue="default"]')
     expect(default.locator("svg.spark rect.spark-ok").first).to_be_attached()  # the flyers made above
-    expect(page.locator('[data-testid="type-row"][data-task-type="listing_flyer"]')).to_be_visible()
+    flyer_type = page.locator('[data-testid="type-row"][data-task-type="listing_flyer"]')
+    expect(flyer_type.get_by_test_id("type-limits")).to_contain_text("timeout 1 min 30 s")
     filler.get_by_test_id("queue-pause").click()
     expect(filler.get_by_test_id("queue-state")).to_have_text("paused")
     expect(filler.get_by_test_id("queue-resume")).to_be_visible()
@@ -346,7 +351,7 @@ def test_browser_asks_for_the_token_then_works_with_it(
             page.get_by_test_id("pdf-link").click()
         pdf_page = opened.value
         assert pdf_page.url.startswith("blob:")  # fetched with the header, shown from memory
-        assert conn.execute("select count(*) from flyers").fetchone()[0] == 1
+        assert conn.execute("select count(*) from job_results").fetchone()[0] == 1
 
 
 @pytest.fixture
@@ -411,8 +416,8 @@ def test_browser_console_mounted_under_a_prefix_in_another_app(
     rows = page.locator('[data-testid="jobs-table"] tbody tr')
     expect(rows).to_have_count(5)
     expect(page.get_by_test_id("count-pending")).to_have_text("3")
-    link = page.locator(f'tr[data-job-id="{done.id}"] a')
-    expect(link).to_have_attribute("href", f"{base}api/jobs/{done.id}/flyer")
+    link = page.locator(f'tr[data-job-id="{done.id}"] a[target="_blank"]')
+    expect(link).to_have_attribute("href", f"{base}api/jobs/{done.id}/result")  # resultUrl, every type's
     assert page.request.get(link.get_attribute("href")).body() == states.PDF
     page.locator(f'tr[data-job-id="{dead.id}"]').get_by_test_id("row-retry").click()
     expect(page.get_by_test_id("jobs-note")).to_contain_text(f"Retried {str(dead.id)[:8]}: now pending")
@@ -439,7 +444,185 @@ def test_browser_console_mounted_under_a_prefix_in_another_app(
     expect(page.get_by_test_id("nav-make")).to_have_count(0)
     expect(page.get_by_test_id("flyer-form")).to_have_count(0)
     page.get_by_test_id("nav-jobs").click()
-    link = page.locator(f'tr[data-job-id="{done.id}"] a')
+    link = page.locator(f'tr[data-job-id="{done.id}"] a[target="_blank"]')
     expect(link).to_have_attribute("href", f"{bare}api/jobs/{done.id}/result")
     assert page.request.get(link.get_attribute("href")).body() == states.PDF
     assert page.request.get(f"{bare}api/jobs/{done.id}/flyer").status == 404
+
+
+def test_browser_job_page_shows_its_workflow_and_batch_and_the_jobs_view_acts_in_bulk(
+    db_url: str, conn: psycopg.Connection, request: pytest.FixtureRequest
+) -> None:
+    """A blocked job's page: its workflow as a graph linking each job, its batch's progress; the workflow
+    and batch pages; Cancel matching and Retry matching for the search on screen, with how many changed."""
+    from playwright.sync_api import expect
+
+    parent = states.pending(conn, queue="wf-q")
+    child = db.enqueue_job(conn, type="noop", payload={}, idempotency_key="wf-child", queue="wf-q",
+                           depends_on=[parent.id])
+    batch = db.enqueue_batch(conn, jobs=[{"type": "noop", "payload": {}, "idempotency_key": f"b-{n}",
+                                          "queue": "batch-q"} for n in range(2)], callback={"type": "noop"})
+    dead = states.dead(conn)
+    with serve_api(db_url) as url:
+        page = request.getfixturevalue("browser_page")
+        page.goto(url + f"/#job/{child.id}")
+        expect(page.get_by_test_id("job-detail-status")).to_have_text("blocked")
+        nodes = page.get_by_test_id("job-workflow").get_by_test_id("workflow-node")
+        expect(nodes).to_have_count(2)
+        expect(nodes.nth(1).get_by_test_id("workflow-node-status")).to_have_text("blocked")
+        nodes.nth(0).get_by_test_id("workflow-node-link").click()
+        expect(page.get_by_test_id("job-detail-id")).to_have_text(str(parent.id))
+        expect(page.get_by_test_id("job-detail-status")).to_have_text("pending")
+        expect(page.get_by_test_id("job-workflow")).to_be_visible()  # the root: the workflow is named after it
+        expect(nodes.nth(0)).to_have_class(re.compile(r"\bcurrent\b"))
+
+        page.goto(url + f"/#job/{batch[0].id}")
+        expect(page.get_by_test_id("job-batch")).to_be_visible()
+        expect(page.get_by_test_id("batch-done")).to_have_text("0 of 2 finished")
+        page.goto(url + f"/#batch/{batch[0].batch_id}")
+        expect(page.get_by_test_id("batch-progress").get_by_test_id("batch-done")).to_have_text("0 of 2 finished")
+        page.goto(url + f"/#workflow/{parent.id}")
+        expect(page.get_by_test_id("workflow-page-graph").get_by_test_id("workflow-node")).to_have_count(2)
+
+        page.goto(url + "/#jobs")
+        page.get_by_test_id("search-queue").fill("wf-q")
+        page.get_by_test_id("search-submit").click()
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.get_by_test_id("bulk-cancel").click()
+        expect(page.get_by_test_id("jobs-note")).to_have_text(re.compile(r"Cancelled [12] jobs?"))
+        assert {db.get_job(conn, job_id=j).status for j in (parent.id, child.id)} == {"cancelled"}
+
+        page.get_by_test_id("search-queue").fill(dead.queue)
+        page.get_by_test_id("search-submit").click()
+        page.get_by_test_id("filter-dead").click()
+        expect(page.get_by_test_id("bulk-cancel")).to_be_disabled()  # a dead job is retried, not cancelled
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.get_by_test_id("bulk-retry").click()
+        expect(page.get_by_test_id("jobs-note")).to_have_text("Retried 1 dead job.")
+        assert db.get_job(conn, job_id=dead.id).status == "pending"
+
+
+def test_browser_jobs_view_retries_and_cancels_the_selected_jobs(
+    db_url: str, conn: psycopg.Connection, request: pytest.FixtureRequest
+) -> None:
+    """Row checkboxes: the selection survives a refresh that redraws the rows; Retry selected and Cancel
+    selected call each job's own route and say how many of the selected changed (a job in the wrong
+    state answers 409 and is counted, not changed); the jobs not selected stay as they were."""
+    from playwright.sync_api import expect
+
+    queue = f"sel-{uuid.uuid4().hex[:8]}"
+    # Dead and succeeded ones first: making them claims from the queue, which must hold no ready job.
+    dead = [states.dead(conn, queue=queue, payload={**LISTING, "title": f"Dead {n}"}) for n in range(3)]
+    done = states.succeeded(conn, queue=queue, payload={**LISTING, "title": "Done"})
+    waiting = [states.pending(conn, queue=queue, payload={**LISTING, "title": f"Waiting {n}"}) for n in range(3)]
+
+    def status(job_id: uuid.UUID) -> str:
+        return db.get_job(conn, job_id=job_id).status
+
+    with serve_api(db_url) as url:  # no worker: the jobs stay where the test puts them
+        page = request.getfixturevalue("browser_page")
+        page.goto(url + "/#jobs")
+        page.get_by_test_id("search-queue").fill(queue)
+        page.get_by_test_id("search-submit").click()
+        rows = page.locator('[data-testid="jobs-table"] tbody tr')
+        expect(rows).to_have_count(7)
+        retry, cancel = page.get_by_test_id("selected-retry"), page.get_by_test_id("selected-cancel")
+        count = page.get_by_test_id("selected-count")
+        expect(count).to_have_text("No job selected.")
+        expect(retry).to_be_disabled()
+        expect(cancel).to_be_disabled()
+
+        def box(job_id: uuid.UUID):  # type: ignore[no-untyped-def]
+            return page.locator(f'tr[data-job-id="{job_id}"]').get_by_test_id("row-select")
+
+        # "Select every job shown" ticks every row, and unticks them.
+        shown = page.get_by_test_id("select-shown")
+        shown.check()
+        expect(count).to_have_text("7 selected:")
+        expect(page.locator('[data-testid="row-select"]:checked')).to_have_count(7)
+        shown.uncheck()
+        expect(page.locator('[data-testid="row-select"]:checked')).to_have_count(0)
+        expect(retry).to_be_disabled()
+
+        # Two dead jobs and a pending one.
+        for job in (dead[0], dead[1], waiting[0]):
+            box(job.id).check()
+        expect(count).to_have_text("3 selected:")
+        expect(retry).to_be_enabled()
+        expect(cancel).to_be_enabled()
+        expect(shown).to_have_js_property("indeterminate", True)
+
+        # A new job changes the page: the refresh redraws every row, and the same ones are ticked again.
+        first_row = rows.first.element_handle()
+        extra = states.pending(conn, queue=queue, payload={**LISTING, "title": "Arrived later"})
+        expect(rows).to_have_count(8)
+        expect(rows.first).to_contain_text("Arrived later")
+        assert not first_row.evaluate("node => node.isConnected")  # the rows were drawn again
+        for job in (dead[0], dead[1], waiting[0]):
+            expect(box(job.id)).to_be_checked()
+        for job in (dead[2], done, waiting[1], waiting[2], extra):
+            expect(box(job.id)).not_to_be_checked()
+        expect(count).to_have_text("3 selected:")
+
+        retry.click()
+        expect(page.get_by_test_id("jobs-note")).to_have_text("Retried 2 of 3 selected; 1 was not dead.")
+        assert [status(j.id) for j in dead] == ["pending", "pending", "dead"]
+        assert status(waiting[0].id) == "pending"
+        assert status(done.id) == "succeeded"
+        # The selection was used: nothing is ticked, the buttons wait for the next one.
+        expect(count).to_have_text("No job selected.")
+        expect(page.locator('[data-testid="row-select"]:checked')).to_have_count(0)
+        expect(retry).to_be_disabled()
+        expect(page.locator(f'tr[data-job-id="{dead[0].id}"] .badge')).to_have_text("pending")
+
+        # Two waiting jobs and a finished one.
+        for job in (waiting[1], waiting[2], done):
+            box(job.id).check()
+        expect(count).to_have_text("3 selected:")
+        cancel.click()
+        expect(page.get_by_test_id("jobs-note")).to_have_text("Cancelled 2 of 3 selected; 1 had already finished.")
+        assert [status(j.id) for j in waiting] == ["pending", "cancelled", "cancelled"]
+        assert status(done.id) == "succeeded"
+        assert [status(j.id) for j in dead] == ["pending", "pending", "dead"]
+        assert status(extra.id) == "pending"
+        expect(page.locator(f'tr[data-job-id="{waiting[1].id}"] .badge')).to_have_text("cancelled")
+        expect(cancel).to_be_disabled()
+
+        # A new search starts a new selection.
+        box(dead[2].id).check()
+        expect(count).to_have_text("1 selected:")
+        page.get_by_test_id("filter-dead").click()
+        expect(rows).to_have_count(1)
+        expect(count).to_have_text("No job selected.")
+        expect(box(dead[2].id)).not_to_be_checked()
+
+
+def test_browser_shows_a_running_jobs_progress_and_deadline_and_finds_expired_jobs(
+    db_url: str, conn: psycopg.Connection, request: pytest.FixtureRequest
+) -> None:
+    """What a handler reported with ctx.progress (written with a heartbeat under its lease token) in the
+    jobs list and on the job's page, with when its attempt times out; an expired job under its filter."""
+    from playwright.sync_api import expect
+
+    queue = f"prog-{uuid.uuid4().hex[:8]}"
+    late = states.pending(conn, queue=queue, expire_after_ms=1)
+    conn.execute("select * from sweep_stuck_at(now() + interval '1 minute')")  # it expires unstarted
+    assert db.get_job(conn, job_id=late.id).status == "expired"
+    running = states.processing(conn, queue=queue, timeout_ms=600_000)
+    db.heartbeat(conn, leases=[(running.id, running.lease_token)], progress=['{"done": 41}'])
+    with serve_api(db_url) as url:
+        page = request.getfixturevalue("browser_page")
+        page.goto(url + "/#jobs")
+        page.get_by_test_id("search-queue").fill(queue)
+        page.get_by_test_id("search-submit").click()
+        row = page.locator(f'[data-testid="jobs-table"] tbody tr[data-job-id="{running.id}"]')
+        expect(row.get_by_test_id("job-row-progress")).to_have_text('progress: {"done":41}')
+        page.get_by_test_id("filter-expired").click()
+        rows = page.locator('[data-testid="jobs-table"] tbody tr')
+        expect(rows).to_have_count(1)
+        expect(rows.first).to_have_attribute("data-job-id", str(late.id))
+        page.goto(url + f"/#job/{running.id}")
+        expect(page.get_by_text("Times out")).to_be_visible()
+        assert running.deadline_at is not None
+        expect(page.locator(f'time[datetime="{iso(running.deadline_at)}"]')).to_be_visible()
+        expect(page.get_by_text('{"done":41}', exact=True)).to_be_visible()

@@ -90,7 +90,7 @@ def test_build_prints_no_packaging_warnings(built: dict[str, Path | str]) -> Non
 
 
 DATA_FOLDERS = ("db/migrations/", "db/functions/", "db/security/", "db/upgrade/", "app/static/", "app/templates/",
-                "worker/fonts/")
+                "pgqw/demo/fonts/")
 
 
 def _tracked(*folders: str) -> list[str]:
@@ -105,7 +105,7 @@ def test_wheel_installs_one_import_name_and_carries_the_sql(built: dict[str, Pat
     assert top == {"pgqw"}, top
     for needed in ("pgqw/sql/migrations/0001_core.sql", "pgqw/sql/functions/claim_job.sql",
                    "pgqw/sql/security/roles.sql", "pgqw/sql/security/grants.sql", "pgqw/sql/upgrade/from_public.sql",
-                   "pgqw/app/static/app.js", "pgqw/app/templates/index.html", "pgqw/worker/fonts/DejaVuSans.ttf"):
+                   "pgqw/app/static/app.js", "pgqw/app/templates/index.html", "pgqw/demo/fonts/DejaVuSans.ttf"):
         assert needed in names, needed
     # Every module and data file of the committed tree, not only those named above: a package or a data
     # folder missing from pyproject.toml's [tool.setuptools] lists is left out of the wheel silently.
@@ -121,7 +121,7 @@ def test_wheel_ships_py_typed(built: dict[str, Path]) -> None:
     inside (the test above: nothing else is installed), so type checkers read all of them."""
     names = zipfile.ZipFile(built["wheel"]).namelist()
     assert "pgqw/py.typed" in names
-    assert {"pgqw/app/__init__.py", "pgqw/worker/runner.py", "pgqw/client.py"} <= set(names)
+    assert {"pgqw/app/__init__.py", "pgqw/worker/runner.py", "pgqw/client/__init__.py"} <= set(names)
 
 
 def test_sdist_carries_the_sql(built: dict[str, Path]) -> None:
@@ -257,7 +257,7 @@ def test_base_install_imports_no_extra(base_installed: Path) -> None:
         "found = {m: importlib.util.find_spec(m) is not None for ms in extras.values() for m in ms}\n"
         "loaded = sorted(m for ms in extras.values() for m in ms if m in sys.modules)\n"
         "try:\n"
-        "    import pgqw.worker.flyer  # the demo's renderer: what a flyer job without the extra fails with\n"
+        "    import pgqw.demo.flyer  # the demo's renderer: what a flyer job without the extra fails with\n"
         "    flyer = 'imported'\n"
         "except pgqw.errors.MissingExtra as exc:\n"
         "    flyer = str(exc)\n"
@@ -266,7 +266,7 @@ def test_base_install_imports_no_extra(base_installed: Path) -> None:
     assert got["file"].startswith(str(home)), got["file"]
     assert not [m for m, there in got["found"].items() if there], got["found"]
     assert got["loaded"] == []
-    assert got["flyer"] == ("the demo's listing flyer (pgqw.worker.flyer) needs the demo extra: "
+    assert got["flyer"] == ("the demo's listing flyer (pgqw.demo.flyer) needs the demo extra: "
                             "pip install 'pg-queue-worker[demo]'")
 
 

@@ -32,7 +32,7 @@ import psycopg
 import pytest
 
 from pgqw import db
-from pgqw.listing import EXAMPLE_LISTING
+from pgqw.demo.listing import EXAMPLE_LISTING
 from pgqw.migrate import migrate
 from tests.acceptance.netns import CUTS, NetNs, NetNsError, why_unavailable
 from tests.lab import queries
@@ -170,7 +170,7 @@ def test_partitioned_worker_is_fenced_off_then_reconnects_and_carries_on(
     assert netns.carrier() is (cut_kind == "switch")
     # The handlers were still running: nothing of theirs reached the database before the cut.
     assert held_by("cut", first) == JOBS
-    assert sum(db.count_flyers(conn, job_id=i) for i in first) == 0
+    assert not any(db.get_result(conn, job_id=i) for i in first)
 
     rescuer = start("rescuer", cluster.url("partition", host="127.0.0.1"),
                     {"STUCK_JOB_TIMEOUT_MS": str(LEASE_MS)}, [])
@@ -224,11 +224,11 @@ def test_partitioned_worker_is_fenced_off_then_reconnects_and_carries_on(
     all_attempts = attempts_by_job(conn, everything)
     assert all(sum(1 for a in attempts if a[2] == "succeeded") == 1 for attempts in all_attempts.values())
     assert all(a[2] is not None for attempts in all_attempts.values() for a in attempts), "an attempt left open"
-    assert all(db.count_flyers(conn, job_id=i) == 1 for i in everything)
+    assert all(db.get_result(conn, job_id=i) is not None for i in everything)
     assert db.count_by_status(conn).get("processing", 0) == 0
     report = db.report_double_runs(conn)
     assert (report.succeeded_twice, report.overlapping_jobs) == (0, 0), report
-    assert report.succeeded_jobs == report.flyers == 2 * JOBS, report
+    assert report.succeeded_jobs == report.results == 2 * JOBS, report
 
     cut.signal(signal.SIGTERM)
     assert cut.wait(timeout=20) == 0

@@ -147,7 +147,7 @@ def test_roles_real_worker_and_api_run_every_path_on_their_own_roles(
     assert 'pgqw_worker_events_total{event="handed_back"} 1.0' in text
 
     # The owner's view agrees, and no process met a refused privilege.
-    assert one(conn, "select count(*) as n from flyers")["n"] == 5
+    assert one(conn, "select count(*) as n from job_results where content_type = 'application/pdf'")["n"] == 5
     assert rows(conn, "select distinct worker_id from job_attempts order by 1") == [
         {"worker_id": w} for w in ("roles-fail", "roles-killed", "roles-ok", "roles-slow")]
     for proc in workers.started:
@@ -166,7 +166,7 @@ def test_roles_worker_logged_in_as_the_api_role_stops_at_its_first_call(
     """The other way round: a worker given the API's login is refused (42501) at its first call of a
     worker function, says so in one line and exits, and the job it could see stays pending: the
     grants, not the code, decide who may work the queue."""
-    job_id = one(conn, "select id from enqueue_job('listing_flyer', %s::jsonb, 'roles-wrong')",
+    job_id = one(conn, "select (e.job).id from enqueue_job('listing_flyer', %s::jsonb, 'roles-wrong') e",
                  [Jsonb(dict(LISTING))])["id"]
     proc = WorkerProcess("roles-wrong", make_conninfo(db_url, user="pgqw_api"), tmp_path / "roles-wrong.log",
                          {"STUCK_JOB_TIMEOUT_MS": "2000"}, [])

@@ -22,7 +22,7 @@ import pytest
 
 from pgqw import db, tasks
 from pgqw.migrate import migrate
-from pgqw.worker.database import POOL_RECONNECT_S, Database
+from pgqw.worker.connection.database import POOL_RECONNECT_S, Database
 from tests.helpers import cannot_run, enqueue, rows
 from tests.lab import new_database
 from tests.lab.cluster import OwnedCluster

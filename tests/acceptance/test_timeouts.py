@@ -34,7 +34,7 @@ import pytest
 from pgqw import db, launch, tasks
 from pgqw.config import Settings
 from pgqw.migrate import migrate
-from pgqw.worker.database import connect_kwargs as worker_connect_kwargs
+from pgqw.worker.connection.database import connect_kwargs as worker_connect_kwargs
 from tests.lab import new_database
 from tests.lab.cluster import OwnedCluster
 

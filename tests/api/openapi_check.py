@@ -11,12 +11,19 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.routing import RequestRedirect
 
 from pgqw import demo, tasks
+from pgqw.app import extensions
 from pgqw.app.openapi import document
+from pgqw.demo import web as demo_web
 
 del demo  # imported for its task types: the test databases register them (tests/conftest.py)
-# The document as the API serves it on a test database.
-OPENAPI = document(auth_required=False, task_types=[(t.name, t.payload_schema, t.description)
-                                                    for t in sorted(tasks.registry, key=lambda t: t.name)])
+TASK_TYPES = [(t.name, t.payload_schema, t.description) for t in sorted(tasks.registry, key=lambda t: t.name)]
+# The document as the API serves it on a test database, with the demo's task module loaded (the default).
+OPENAPI = document(auth_required=False, task_types=TASK_TYPES, extra_paths=demo_web.OPENAPI_PATHS)
+
+
+def document_of(app: Flask) -> dict[str, Any]:
+    """The document as this app serves it: with the paths its task modules added."""
+    return document(auth_required=False, task_types=TASK_TYPES, extra_paths=extensions.of(app).openapi_paths)
 
 _FORMATS = FormatChecker()
 
@@ -40,8 +47,9 @@ def validate(instance: Any, schema: dict[str, Any], document: dict[str, Any] | N
 
 def check_response(app: Flask, method: str, path: str, status: int, mimetype: str, body: Any,
                    document: dict[str, Any] | None = None) -> None:
-    """Fails when the response is not what the document (default OPENAPI) says of this route."""
-    document = document or OPENAPI
+    """Fails when the response is not what the document (default: the app's, document_of) says of this
+    route."""
+    document = document or document_of(app)
     adapter = app.url_map.bind("localhost")
     try:
         rule, _ = adapter.match(path, method=method, return_rule=True)

@@ -79,6 +79,13 @@ ROUTES = [
     ("PUT", "/api/queues/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/rate"),
     ("POST", "/api/queues/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/rate"),
     ("GET", "/api/openapi.json"),
+    ("GET", "/api/workflows/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f"),
+    ("POST", "/api/batches"),
+    ("GET", "/api/batches/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f"),
+    ("POST", "/api/jobs/bulk/retry"),
+    ("POST", "/api/jobs/bulk/cancel"),
+    ("PUT", "/api/queues/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/key-limit"),
+    ("POST", "/api/queues/6f1c2d1e-8a7b-4c3d-9e0f-1a2b3c4d5e6f/key-limit"),
 ]
 
 

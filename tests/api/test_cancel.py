@@ -1,4 +1,5 @@
-"""POST /api/jobs/:id/cancel (cancel_job): 202 with the job, 409 for a finished job, 404 unknown."""
+"""POST /api/jobs/:id/cancel (cancel_job): 202 with the job (a dead one too), 409 for a job that succeeded or
+was cancelled, 404 unknown."""
 from __future__ import annotations
 
 import uuid
@@ -40,7 +41,14 @@ def test_cancel_processing_job_returns_202_with_the_job_still_processing(
     assert client.post(f"/api/jobs/{job.id}/cancel").status_code == 202  # asked again: the same
 
 
-@pytest.mark.parametrize("make", [states.succeeded, states.dead], ids=["succeeded", "dead"])
+def test_cancel_dead_job_returns_202_and_the_job_cancelled(client: FlaskClient, conn: psycopg.Connection) -> None:
+    """A person may give up on a dead job (cancel_job): it ends cancelled instead of waiting for a retry."""
+    job = states.dead(conn)
+    r = client.post(f"/api/jobs/{job.id}/cancel")
+    assert r.status_code == 202 and r.get_json()["data"]["status"] == "cancelled"
+
+
+@pytest.mark.parametrize("make", [states.succeeded], ids=["succeeded"])
 def test_cancel_finished_job_returns_409(
     client: FlaskClient, conn: psycopg.Connection, make: Callable[[psycopg.Connection], db.Job]
 ) -> None:

@@ -234,7 +234,8 @@ def with_payload(**changes: Any) -> dict[str, Any]:
         ({**BODY, "delay_ms": -1}, "delay_ms", "must be at least 0"),
         ({**BODY, "run_at": "tomorrow"}, "run_at", "ISO 8601"),
         ({**BODY, "run_at": "2030-01-01T09:00:00"}, "run_at", "time zone"),
-        ({**BODY, "runAt": "tomorrow"}, "runAt", "unknown field"),
+        ({**BODY, "runAt": "tomorrow"}, "runAt", "ISO 8601"),
+            ({**BODY, "camelCase": 1}, "camelCase", "unknown field"),
         ([BODY], "body", "must be a JSON object"),
         ("listing_flyer", "body", "must be a JSON object"),
         (42, "body", "must be a JSON object"),
@@ -291,7 +292,7 @@ def test_create_job_non_ascii_text_round_trips(client: FlaskClient) -> None:
 def test_create_job_does_not_wait_for_or_start_the_work(client: FlaskClient, conn: psycopg.Connection) -> None:
     job = post(client).get_json()["data"]
     assert rows(conn, "select count(*) as n from job_attempts")[0]["n"] == 0
-    assert db.count_flyers(conn, job_id=uuid.UUID(job["id"])) == 0
+    assert db.get_result(conn, job_id=uuid.UUID(job["id"])) is None
 
 
 def test_create_job_max_attempts_comes_from_the_environment(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:

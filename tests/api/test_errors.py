@@ -116,7 +116,7 @@ def test_python_exception_is_500_with_the_message_hidden(app: Flask, caplog: pyt
     def boom():  # type: ignore[no-untyped-def]
         raise RuntimeError("secret detail")
 
-    app.view_functions["api.stats"] = boom
+    app.view_functions["api.jobs.stats"] = boom
     with caplog.at_level(logging.ERROR):
         r = app.test_client().get("/api/stats")
     error = error_of(r, 500)

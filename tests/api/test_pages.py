@@ -5,7 +5,7 @@ import re
 
 from flask.testing import FlaskClient
 
-from pgqw.listing import CURRENCIES
+from pgqw.demo.listing import CURRENCIES
 
 
 def test_page_has_the_form_prefilled_with_the_example_listing(shared_client: FlaskClient) -> None:
@@ -54,3 +54,12 @@ def test_static_files_are_served_with_their_types(shared_client: FlaskClient) ->
     assert css.status_code == 200 and css.mimetype == "text/css"
     assert js.status_code == 200 and js.mimetype in ("text/javascript", "application/javascript")
     assert b"innerHTML" not in js.data  # everything is written with textContent
+
+
+def test_page_has_the_job_workflow_and_batch_views_and_the_bulk_actions(shared_client: FlaskClient) -> None:
+    html = shared_client.get("/").get_data(as_text=True)
+    for view in ("job", "workflow", "batch"):
+        assert re.search(rf'<section id="view-{view}"[^>]*data-view="{view}"[^>]*\bhidden\b[^>]*>', html)
+    for testid in ("job-detail", "job-workflow", "workflow-graph", "job-batch", "workflow-detail", "batch-detail",
+                   "bulk-bar", "bulk-retry", "bulk-cancel", "filter-blocked"):
+        assert f'data-testid="{testid}"' in html

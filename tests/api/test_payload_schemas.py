@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 
 from pgqw import db
 from pgqw.app import api
+from pgqw.app.api import task_types as api_task_types
 from tests.api.live import serve_api
 from tests.helpers import LISTING, rows
 
@@ -181,7 +182,7 @@ def test_payload_schemas_check_over_its_time_answers_422_payload_check_timeout(
     branch = {"type": "array", "items": {"$ref": "#/$defs/n"}}
     register(conn, "exponential", {"type": "object", "properties": {"tree": {"$ref": "#/$defs/n"}},
                                    "$defs": {"n": {"anyOf": [{**branch, "minItems": 2}, {**branch, "maxItems": 0}]}}})
-    monkeypatch.setattr(api, "PAYLOAD_CHECK_SECONDS", 0.3)
+    monkeypatch.setattr(api_task_types, "PAYLOAD_CHECK_SECONDS", 0.3)
     tree: Any = "leaf"
     for _ in range(60):
         tree = [tree]

@@ -23,7 +23,7 @@ def test_queues_pause_and_resume_answer_the_queue_and_are_idempotent(
         r = client.post("/api/queues/emails/pause" + ("?create=true" if n == 0 else ""))
         assert r.status_code == 200
         assert r.get_json()["data"] == {"name": "emails", "paused": True, "maxRunning": None,
-                                             "jobsPerSecond": None}
+                                             "jobsPerSecond": None, "keyMaxRunning": None}
     enqueue(conn, queue="emails")
     assert db.claim_job(conn, worker_id="w") is None
     for _ in range(2):
@@ -37,7 +37,7 @@ def test_queues_limit_sets_and_removes_the_limit(client: FlaskClient, conn: psyc
     r = getattr(client, method)("/api/queues/emails/limit", json={"max_running": 2, "create": True})
     assert r.status_code == 200
     assert r.get_json()["data"] == {"name": "emails", "paused": False, "maxRunning": 2,
-                                         "jobsPerSecond": None}
+                                         "jobsPerSecond": None, "keyMaxRunning": None}
     r = getattr(client, method)("/api/queues/emails/limit", json={"max_running": None})
     assert r.status_code == 200 and r.get_json()["data"]["maxRunning"] is None
     assert [(q["name"], q["paused"], q["max_running"]) for q in queues_rows(conn)] == [("emails", False, None)]
@@ -48,7 +48,8 @@ def test_queues_rate_sets_and_removes_the_rate(client: FlaskClient, conn: psycop
     client.put("/api/queues/emails/limit?create=true", json={"max_running": 3})
     r = getattr(client, method)("/api/queues/emails/rate", json={"jobs_per_second": 2.5})
     assert r.status_code == 200
-    assert r.get_json()["data"] == {"name": "emails", "paused": False, "maxRunning": 3, "jobsPerSecond": 2.5}
+    assert r.get_json()["data"] == {"name": "emails", "paused": False, "maxRunning": 3, "jobsPerSecond": 2.5,
+                                    "keyMaxRunning": None}
     assert getattr(client, method)("/api/queues/emails/rate", json={"jobs_per_second": 1}).get_json()["data"][
         "jobsPerSecond"] == 1
     r = getattr(client, method)("/api/queues/emails/rate", json={"jobs_per_second": None})
@@ -81,7 +82,7 @@ def test_queues_list_gives_each_known_queue_with_its_numbers(client: FlaskClient
     assert emails["jobsPerSecond"] == 0.5
     assert emails["oldestReadyAgeSeconds"] >= 0
     assert found["reports"] == {"name": "reports", "paused": True, "maxRunning": None, "jobsPerSecond": None,
-                                "depth": 0, "running": 0, "oldestReadyAgeSeconds": 0}
+                                "keyMaxRunning": None, "depth": 0, "running": 0, "oldestReadyAgeSeconds": 0}
 
 
 @pytest.mark.parametrize("path, body", [

@@ -44,7 +44,7 @@ def test_get_job_shows_each_status_with_its_fields(client: FlaskClient, conn: ps
     done = states.succeeded(conn)
     succeeded = data(client.get(f"/api/jobs/{done.id}"))
     assert succeeded["status"] == "succeeded" and succeeded["finishedAt"]
-    assert succeeded["resultUrl"] == f"/api/jobs/{done.id}/flyer" and succeeded["nextAttemptAt"] is None
+    assert succeeded["resultUrl"] == f"/api/jobs/{done.id}/result" and succeeded["nextAttemptAt"] is None
 
 
 def test_get_job_succeeded_after_a_failed_attempt_keeps_that_error_as_last_error(
@@ -221,7 +221,8 @@ def test_list_jobs_empty_parameters_mean_no_filter(client: FlaskClient, conn: ps
 
 def test_stats_counts_every_status(client: FlaskClient, conn: psycopg.Connection) -> None:
     assert data(client.get("/api/stats")) == {
-        "counts": {"pending": 0, "processing": 0, "succeeded": 0, "failed": 0, "dead": 0, "cancelled": 0},
+        "counts": {"blocked": 0, "pending": 0, "processing": 0, "succeeded": 0, "failed": 0, "dead": 0,
+                   "cancelled": 0, "expired": 0},
         "total": 0,
     }
     states.pending(conn)
@@ -231,7 +232,8 @@ def test_stats_counts_every_status(client: FlaskClient, conn: psycopg.Connection
     states.dead(conn)
     states.succeeded(conn)
     assert data(client.get("/api/stats")) == {
-        "counts": {"pending": 2, "processing": 1, "succeeded": 1, "failed": 1, "dead": 1, "cancelled": 0},
+        "counts": {"blocked": 0, "pending": 2, "processing": 1, "succeeded": 1, "failed": 1, "dead": 1,
+                   "cancelled": 0, "expired": 0},
         "total": 6,
     }
 

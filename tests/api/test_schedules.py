@@ -22,13 +22,13 @@ def test_schedules_list_gives_each_schedule_with_its_next_slot(client: FlaskClie
     found = r.get_json()["data"]["schedules"]
     assert [s["name"] for s in found] == ["every-5", "nightly"]
     nightly = found[1]
-    assert {k: nightly[k] for k in ("task_type", "cron", "payload", "queue", "priority", "catch_up", "paused",
-                                    "last_slot", "source")} == {
-        "task_type": "noop", "cron": "0 3 * * *", "payload": {"n": 1}, "queue": "night", "priority": 2,
-        "catch_up": "all", "paused": False, "last_slot": None, "source": "sql"}
-    assert nightly["next_slot"].endswith("T03:00:00.000Z")
-    next_5 = datetime.fromisoformat(found[0]["next_slot"])
-    assert next_5.minute % 5 == 0 and next_5 > datetime.fromisoformat(found[0]["created_at"])
+    assert {k: nightly[k] for k in ("taskType", "cron", "payload", "queue", "priority", "catchUp", "paused",
+                                    "lastSlot", "source")} == {
+        "taskType": "noop", "cron": "0 3 * * *", "payload": {"n": 1}, "queue": "night", "priority": 2,
+        "catchUp": "all", "paused": False, "lastSlot": None, "source": "sql"}
+    assert nightly["nextSlot"].endswith("T03:00:00.000Z")
+    next_5 = datetime.fromisoformat(found[0]["nextSlot"])
+    assert next_5.minute % 5 == 0 and next_5 > datetime.fromisoformat(found[0]["createdAt"])
 
 
 def test_schedules_pause_and_resume_answer_the_schedule_and_are_idempotent(
@@ -38,12 +38,12 @@ def test_schedules_pause_and_resume_answer_the_schedule_and_are_idempotent(
         r = client.post("/api/schedules/s.1/pause")
         assert r.status_code == 200
         data = r.get_json()["data"]
-        assert (data["name"], data["paused"], data["next_slot"]) == ("s.1", True, None)
+        assert (data["name"], data["paused"], data["nextSlot"]) == ("s.1", True, None)
     for _ in range(2):
         r = client.post("/api/schedules/s.1/resume")
         assert r.status_code == 200
         data = r.get_json()["data"]
-        assert data["paused"] is False and data["next_slot"].endswith(":00:00.000Z")
+        assert data["paused"] is False and data["nextSlot"].endswith(":00:00.000Z")
     assert rows(conn, "select paused from schedules") == [{"paused": False}]
 
 

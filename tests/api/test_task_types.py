@@ -35,7 +35,7 @@ SCHEMA: dict[str, Any] = {
 }
 DESCRIPTION = "Sends the welcome mail."
 PAYLOAD = {"to": "ada@example.com", "n": 2}
-CACHE_KEY = "pgqw.task_types"  # where app/api.py keeps the TaskTypes cache of an app
+CACHE_KEY = "pgqw.task_types"  # where app/api/task_types.py keeps the TaskTypes cache of an app
 
 
 def register(conn: psycopg.Connection, schema: dict[str, Any] = SCHEMA) -> None:
@@ -132,12 +132,13 @@ def test_task_types_type_registered_while_the_app_runs_is_accepted(
 
 def test_task_types_api_imports_no_handler_code(db_url: str, conn: psycopg.Connection) -> None:
     """A process that has only the app, not the module that defines send_welcome (nor pgqw.tasks),
-    accepts its jobs: the API knows the type from the table alone."""
+    accepts its jobs: the API knows the type from the table alone. (A task module the process does
+    have is imported, for its init_app: here the one named is not installed.)"""
     register(conn)
     script = (
         "import json, sys\n"
         "from pgqw.app import close_pool, create_app\n"
-        "app = create_app({'TESTING': True, 'DATABASE_URL': sys.argv[1]})\n"
+        "app = create_app({'TESTING': True, 'DATABASE_URL': sys.argv[1], 'TASK_MODULES': 'myapp.tasks'})\n"
         "r = app.test_client().post('/api/jobs', json={'type': sys.argv[2], 'payload': json.loads(sys.argv[3])},\n"
         "                           headers={'Idempotency-Key': 'no-handler'})\n"
         "close_pool(app)\n"
@@ -283,12 +284,16 @@ def test_task_types_list_shows_the_effective_settings(client: FlaskClient, conn:
         "name": TYPE, "description": DESCRIPTION, "queue": "emails", "priority": 3,
         "maxAttempts": settings.max_attempts, "backoffBaseMs": settings.backoff_base_ms,
         "backoffMaxDelayMs": settings.backoff_max_delay_ms, "backoffMaxJitterMs": settings.backoff_max_jitter_ms,
-        "leaseMs": 20_000, "payloadSchema": SCHEMA,
+        "leaseMs": 20_000, "timeoutMs": None, "expireAfterMs": None, "maxSnoozes": settings.max_snoozes,
+        "retainSucceededS": settings.prune_succeeded_after.total_seconds(),
+        "retainFailedS": settings.prune_finished_after.total_seconds(), "payloadSchema": SCHEMA,
     }
-    conn.execute("update task_types set queue = 'mail', max_attempts = 9, backoff_base_ms = 60000 where name = %s",
-                 [TYPE])
+    conn.execute("update task_types set queue = 'mail', max_attempts = 9, backoff_base_ms = 60000, timeout_ms = 5000,"
+                 " expire_after_ms = 60000, max_snoozes = 3, retain_succeeded = '1 hour' where name = %s", [TYPE])
     after = listed()[TYPE]
     assert (after["queue"], after["maxAttempts"], after["backoffBaseMs"], after["priority"]) == ("mail", 9, 60000, 3)
+    assert (after["timeoutMs"], after["expireAfterMs"], after["maxSnoozes"], after["retainSucceededS"]) == (
+        5000, 60000, 3, 3600.0)
 
 
 def test_task_types_openapi_lists_the_payload_schema_of_each_type(

@@ -71,7 +71,8 @@ def shop_db(empty_db_url: str) -> str:
 
 
 def enqueue(conn: psycopg.Connection, task_type: str, payload: dict) -> uuid.UUID:
-    row = conn.execute(f"select id from {SCHEMA}.enqueue_job(p_type => %s, p_payload => %s, p_idempotency_key => %s)",
+    row = conn.execute(f"select (e.job).id from {SCHEMA}.enqueue_job(p_type => %s, p_payload => %s,"
+                       " p_idempotency_key => %s) e",
                        [task_type, Jsonb(payload), f"test-{uuid.uuid4()}"]).fetchone()
     assert row is not None
     return row[0]

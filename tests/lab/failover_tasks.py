@@ -14,7 +14,6 @@ short backoff.
 """
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
@@ -22,6 +21,7 @@ import time
 import psycopg
 from pydantic import BaseModel
 
+from pgqw import config
 from pgqw.tasks import Context, Retry, task
 
 WORK_MS = (20, 60)  # the handler's sleep after its insert
@@ -36,7 +36,7 @@ class Effect(BaseModel):
 def _connection() -> psycopg.Connection:
     conn = getattr(_local, "conn", None)
     if conn is None or conn.closed or conn.broken:
-        conn = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True, connect_timeout=3,
+        conn = psycopg.connect(config.read("database_url"), autocommit=True, connect_timeout=3,
                                application_name="failover-effect")
         _local.conn = conn
     return conn

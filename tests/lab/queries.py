@@ -41,7 +41,8 @@ def summarize_jobs(conn: psycopg.Connection, *, job_ids: Sequence[uuid.UUID | st
             " (select count(*) from a)::int as attempts,"
             " (select count(*) from a where outcome = 'failed')::int as failed_attempts,"
             " (select count(*) from a where outcome = 'abandoned')::int as abandoned_attempts,"
-            " (select count(*) from flyers f join j on j.id = f.job_id)::int as flyers",
+            " (select count(*) from job_results r join j on j.id = r.job_id"
+            " where j.type = 'listing_flyer' and r.content_type = 'application/pdf')::int as flyers",
             {"ids": list(job_ids)},
         )
         row = cur.fetchone()
@@ -81,7 +82,8 @@ with per_job as (
            count(a.attempt)::int as attempt_rows,
            coalesce(max(a.attempt), 0)::int as last_attempt,
            (count(*) filter (where a.outcome = 'succeeded'))::int as successes,
-           exists (select 1 from flyers f where f.job_id = j.id) as has_flyer
+           exists (select 1 from job_results r where r.job_id = j.id and j.type = 'listing_flyer'
+                                and r.content_type = 'application/pdf') as has_flyer
       from jobs j
       left join job_attempts a on a.job_id = j.id
      group by j.id
@@ -98,7 +100,7 @@ select
     (select count(*) from per_job where status = 'dead')::int as dead,
     (select count(*) from per_job where status = 'processing')::int as processing,
     (select count(*) from per_job where status in ('pending', 'failed'))::int as waiting,
-    (select count(*) from flyers)::int as flyers,
+    (select count(*) from per_job where has_flyer)::int as flyers,
     (select count(*) from per_job where has_flyer and status <> 'succeeded')::int as flyers_not_succeeded,
     (select count(*) from per_job where not has_flyer and status = 'succeeded')::int as succeeded_no_flyer,
     (select count(*) from per_job where successes > 1)::int as succeeded_twice,

@@ -19,9 +19,11 @@ from typing import Any, Callable
 import psycopg
 
 from pgqw import db
+from pgqw.demo.burst import burst, post_job
+from pgqw.demo.idempotency import check_idempotency
+from pgqw.demo.listing import EXAMPLE_LISTING
 from pgqw.launch import wait_for
 from pgqw.tables import format_table
-from pgqw.tools import EXAMPLE_LISTING, burst, check_idempotency, post_job
 from tests.lab import queries
 from tests.lab.stack import Stack
 

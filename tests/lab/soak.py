@@ -25,7 +25,6 @@ fault, is the machine's.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import re
 import shlex
@@ -44,10 +43,10 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from pgqw import db, launch
+from pgqw import config, db, launch
 from pgqw.argtypes import whole
+from pgqw.demo.listing import EXAMPLE_LISTING
 from pgqw.errors import UsageError
-from pgqw.listing import EXAMPLE_LISTING
 from pgqw.tasks import register_modules
 from tests.lab import ROOT, new_database, queries
 
@@ -291,7 +290,7 @@ class Soak:
     # -- server and database -------------------------------------------------------------------
 
     def open_server(self) -> None:
-        given = self.args.database_url or os.environ.get("DATABASE_URL")
+        given = self.args.database_url or config.read("database_url")
         if given:
             if self.args.restarts:
                 raise UsageError("--restarts needs a server the soak owns: leave out --database-url and "
@@ -771,7 +770,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check_only(args: argparse.Namespace, out: Out) -> int:
-    url = args.database_url or os.environ.get("DATABASE_URL")
+    url = args.database_url or config.read("database_url")
     if not url:
         raise UsageError("--check-only needs the database to check: --database-url or DATABASE_URL")
     with psycopg.connect(url, autocommit=True, application_name=APP_SOAK, connect_timeout=10) as conn:

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pgqw import config, db
 from pgqw.app import close_pool, create_app
 from pgqw.app import metrics as metrics_module
-from tests.helpers import enqueue
+from tests.helpers import enqueue, job_row
 
 
 @pytest.fixture
@@ -48,6 +48,24 @@ def test_metrics_report_queue_stats_in_prometheus_format(app: Flask, conn: psyco
     assert samples[("pgqw_worker_events_total", (("event", "claimed"),))] == 1
     assert samples[("pgqw_worker_events_total", (("event", "swept"),))] == 0
     assert samples[("pgqw_oldest_ready_job_age_seconds", (("queue", "emails"),))] >= 0
+
+
+def test_metrics_count_expired_jobs_and_timed_out_and_snoozed_attempts(app: Flask, conn: psycopg.Connection) -> None:
+    late = enqueue(conn, expire_after_ms=1)
+    timed = enqueue(conn, queue="slow", timeout_ms=1000, max_attempts=2)
+    napping = enqueue(conn, queue="later")
+    claimed = db.claim_job(conn, worker_id="w1", queues=["later"])
+    assert claimed is not None and claimed.id == napping.id
+    db.snooze_job(conn, job_id=napping.id, lease_token=claimed.lease_token, delay_ms=60_000)
+    assert db.claim_job(conn, worker_id="w1", queues=["slow"]) is not None
+    # As of a minute on: the first job expired unstarted, the second's attempt timed out.
+    conn.execute("select * from sweep_stuck_at(now() + interval '1 minute')")
+    assert [job_row(conn, j.id)["status"] for j in (late, timed)] == ["expired", "failed"]
+    samples = _samples(app.test_client().get("/metrics").get_data(as_text=True))
+    assert samples[("pgqw_jobs", (("queue", "default"), ("status", "expired")))] == 1
+    assert samples[("pgqw_job_attempts", (("outcome", "timed_out"),))] == 1
+    assert samples[("pgqw_job_attempts", (("outcome", "snoozed"),))] == 1
+    assert samples[("pgqw_job_attempts", (("outcome", "cancelled"),))] == 0
 
 
 def test_metrics_match_queue_stats_exactly(app: Flask, conn: psycopg.Connection) -> None:

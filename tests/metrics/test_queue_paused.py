@@ -41,4 +41,4 @@ def test_metrics_every_status_series_is_present_for_a_paused_queue(app: Flask, c
     text = app.test_client().get("/metrics").get_data(as_text=True)
     statuses = {s.labels["status"] for f in text_string_to_metric_families(text) for s in f.samples
                 if s.name == "pgqw_jobs" and s.labels["queue"] == "reports"}
-    assert statuses == {"pending", "processing", "succeeded", "failed", "dead", "cancelled"}
+    assert statuses == set(db.STATUSES)

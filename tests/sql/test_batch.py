@@ -7,7 +7,7 @@ import psycopg
 import pytest
 
 from pgqw import db
-from tests.helpers import LISTING, enqueue, job_row, rows, snapshot
+from tests.helpers import LISTING, enqueue, job_row, listen_waiting, rows, snapshot
 
 
 def _spec(key: str, **extra) -> dict:
@@ -30,7 +30,7 @@ def test_enqueue_jobs_existing_keys_come_back_not_created(conn: psycopg.Connecti
 
 def test_enqueue_jobs_one_notification_per_queue(db_url: str, conn: psycopg.Connection) -> None:
     with psycopg.connect(db_url, autocommit=True) as listener:
-        db.listen(listener)
+        listen_waiting(listener)
         db.enqueue_jobs(conn, jobs=[_spec(f"n{i}") for i in range(50)] + [_spec("other", queue="q2")])
         got = sorted(n.payload for n in listener.notifies(timeout=1))
     assert got == ["default", "q2"]
@@ -70,7 +70,7 @@ def test_enqueue_jobs_bad_batch_raises_and_changes_nothing(conn: psycopg.Connect
     enqueue(conn, "existing")
     before = snapshot(conn)
     with pytest.raises(psycopg.Error) as exc:
-        conn.execute("select * from enqueue_jobs(%s::jsonb)", [psycopg.types.json.Jsonb(jobs)])
+        conn.execute("select (r.job).*, r.created from enqueue_jobs(%s::jsonb) r", [psycopg.types.json.Jsonb(jobs)])
     assert exc.value.sqlstate == code
     assert snapshot(conn) == before
 
@@ -119,11 +119,11 @@ def test_mark_jobs_succeeded_a_stale_pair_listed_first_does_not_hide_the_live_on
 @pytest.mark.parametrize(
     "call",
     [
-        "select * from mark_jobs_succeeded(null, array[]::uuid[])",
-        "select * from mark_jobs_succeeded(array[]::uuid[], null)",
-        "select * from mark_jobs_succeeded(array[gen_random_uuid()], array[gen_random_uuid(), gen_random_uuid()])",
-        "select * from mark_jobs_succeeded(array[gen_random_uuid(), gen_random_uuid()], array[gen_random_uuid()])",
-        "select * from mark_jobs_succeeded(array[gen_random_uuid()], array[]::uuid[])",
+        "select (r.job).*, r.already_recorded from mark_jobs_succeeded(null, array[]::uuid[]) r",
+        "select (r.job).*, r.already_recorded from mark_jobs_succeeded(array[]::uuid[], null) r",
+        "select (r.job).*, r.already_recorded from mark_jobs_succeeded(array[gen_random_uuid()], array[gen_random_uuid(), gen_random_uuid()]) r",
+        "select (r.job).*, r.already_recorded from mark_jobs_succeeded(array[gen_random_uuid(), gen_random_uuid()], array[gen_random_uuid()]) r",
+        "select (r.job).*, r.already_recorded from mark_jobs_succeeded(array[gen_random_uuid()], array[]::uuid[]) r",
     ],
 )
 def test_mark_jobs_succeeded_bad_input_raises_qv400(conn: psycopg.Connection, call: str) -> None:

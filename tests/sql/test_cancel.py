@@ -1,6 +1,6 @@
 """cancel_job / mark_cancelled: a waiting job ends cancelled at once, a running one is asked to stop
 (heartbeat says so) and its attempt ends cancelled; a finished job is refused (QS409); a success after
-the request is refused (QL409); a sweep ends a cancel-requested job cancelled; history is kept. The
+the request is refused (QK409); a sweep ends a cancel-requested job cancelled; history is kept. The
 races are explicit steps across two sessions."""
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from pgqw import db
+from pgqw.errors import CancelRequested, LeaseLost, cancel_requested, from_psycopg
 from tests.helpers import enqueue, job_row, one, rows, snapshot
 
 
@@ -60,7 +61,7 @@ def test_cancel_job_failed_ends_cancelled_and_keeps_its_history(conn: psycopg.Co
     assert (got.status, got.attempts, got.last_error) == ("cancelled", 1, "boom")
     assert rows(conn, "select attempt, outcome, error from job_attempts where job_id = %s", [job.id]) == [
         {"attempt": 1, "outcome": "failed", "error": "boom"}]
-    assert rows(conn, "select * from claim_jobs_at(now() + interval '10 days', 'w1', 1)") == []
+    assert rows(conn, "select (r.job).*, r.lease_token from claim_jobs_at(now() + interval '10 days', 'w1', 1) r") == []
 
 
 def test_cancel_job_processing_is_requested_and_heartbeat_answers_it(conn: psycopg.Connection) -> None:
@@ -126,8 +127,14 @@ def test_mark_succeeded_after_a_request_is_refused_and_stores_nothing(conn: psyc
     db.cancel_job(conn, job_id=job.id)
     before = snapshot(conn)
     exc = _refused(lambda: db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token,
-                                             result=("application/json", "late", None)), "QL409")
-    assert exc.diag.table_name == "job_cancel_requests"  # told apart from a lost lease
+                                             result=("application/json", "late", None)), "QK409")
+    assert exc.diag.table_name == "job_cancel_requests"  # the refusal still names the table
+    assert cancel_requested(exc)
+    refusal = from_psycopg(exc)
+    assert isinstance(refusal, CancelRequested) and isinstance(refusal, LeaseLost)
+    assert refusal.table_name == "job_cancel_requests"
+    lost = _refused(lambda: db.mark_succeeded(conn, job_id=job.id, lease_token=uuid.uuid4()), "QL409")
+    assert not cancel_requested(lost)  # a lost lease is not a cancel
     done = db.mark_jobs_succeeded(conn, done=[(job.id, job.lease_token)])
     assert done == []
     assert snapshot(conn) == before
@@ -146,13 +153,11 @@ def test_sweep_of_a_cancel_requested_job_ends_it_cancelled(conn: psycopg.Connect
         "outcome": "abandoned", "abandon_reason": "lease_expired"}
 
 
-@pytest.mark.parametrize("end", ["succeeded", "dead", "cancelled"])
+@pytest.mark.parametrize("end", ["succeeded", "cancelled"])
 def test_cancel_job_finished_is_refused_with_qs409(conn: psycopg.Connection, end: str) -> None:
     job = _claimed(conn)
     if end == "succeeded":
         db.mark_succeeded(conn, job_id=job.id, lease_token=job.lease_token)
-    elif end == "dead":
-        db.mark_failed(conn, job_id=job.id, lease_token=job.lease_token, error="x", retryable=False)
     else:
         db.cancel_job(conn, job_id=job.id)
         db.mark_cancelled(conn, job_id=job.id, lease_token=job.lease_token)
@@ -162,11 +167,20 @@ def test_cancel_job_finished_is_refused_with_qs409(conn: psycopg.Connection, end
     assert snapshot(conn) == before
 
 
+def test_cancel_job_of_a_dead_job_gives_it_up(conn: psycopg.Connection) -> None:
+    # A person gives up on a dead job: it ends cancelled, its error and attempts kept.
+    job = _claimed(conn)
+    db.mark_failed(conn, job_id=job.id, lease_token=job.lease_token, error="x", retryable=False)
+    cancelled = db.cancel_job(conn, job_id=job.id)
+    assert cancelled.status == "cancelled" and cancelled.last_error == "x" and cancelled.attempts == 1
+    assert cancelled.finished_at is not None
+
+
 def test_cancel_job_unknown_is_qn404_and_null_is_qv400(conn: psycopg.Connection) -> None:
     enqueue(conn)
     before = snapshot(conn)
     _refused(lambda: db.cancel_job(conn, job_id=uuid.uuid4()), "QN404")
-    _refused(lambda: conn.execute("select * from cancel_job(null)"), "QV400")
+    _refused(lambda: conn.execute("select (r.job).*, r.cancel_requested_at from cancel_job(null) r"), "QV400")
     assert snapshot(conn) == before
 
 
@@ -219,7 +233,7 @@ def test_cancel_job_after_a_claim_in_flight_waits_and_requests(connect) -> None:
 @pytest.mark.parametrize("first", ["cancel", "success"])
 def test_cancel_job_racing_mark_succeeded_one_wins(connect, first: str) -> None:
     """Whichever of cancel_job and mark_succeeded takes the job's row first wins; the other waits and
-    then sees its result: a success after the request is refused (QL409, no result stored), a cancel
+    then sees its result: a success after the request is refused (QK409, no result stored), a cancel
     after the success is refused (QS409)."""
     a, b, observer = connect(autocommit=False), connect(), connect()
     job = _claimed(observer)
@@ -247,7 +261,7 @@ def test_cancel_job_racing_mark_succeeded_one_wins(connect, first: str) -> None:
     [error] = errors
     assert isinstance(error, psycopg.Error)
     if first == "cancel":
-        assert error.sqlstate == "QL409"
+        assert error.sqlstate == "QK409"
         assert rows(observer, "select * from job_results") == []
         assert job_row(observer, job.id)["status"] == "processing"
         assert db.mark_cancelled(observer, job_id=job.id, lease_token=job.lease_token).status == "cancelled"

@@ -33,13 +33,13 @@ def test_claim_job_takes_pending_job_and_records_attempt(conn: psycopg.Connectio
 def test_claim_job_returns_no_row_when_nothing_is_ready(conn: psycopg.Connection) -> None:
     assert db.claim_job(conn, worker_id="w1") is None
     conn.execute("select enqueue_job('t', '{}', 'later', p_run_at => now() + interval '1 hour')")
-    assert rows(conn, "select * from claim_job('w1')") == []
+    assert rows(conn, "select (r.job).*, r.lease_token from claim_job('w1') r") == []
 
 
 def test_claim_job_from_psql_gives_two_workers_different_jobs(conn: psycopg.Connection) -> None:
     a, b = enqueue(conn), enqueue(conn)
-    first = one(conn, "select * from claim_job('w1')")
-    second = one(conn, "select * from claim_job('w2')")
+    first = one(conn, "select (r.job).*, r.lease_token from claim_job('w1') r")
+    second = one(conn, "select (r.job).*, r.lease_token from claim_job('w2') r")
     assert {first["id"], second["id"]} == {a.id, b.id}
     assert (first["locked_by"], second["locked_by"]) == ("w1", "w2")
     assert first["lease_token"] != second["lease_token"]
@@ -59,7 +59,7 @@ def test_claim_job_takes_failed_job_once_its_run_at_passes(conn: psycopg.Connect
     claimed = db.claim_job(conn, worker_id="w1")
     db.mark_failed(conn, job_id=job.id, lease_token=claimed.lease_token, error="boom", base_ms=60_000)
     assert db.claim_job(conn, worker_id="w2") is None
-    later = one(conn, "select * from claim_jobs_at(now() + interval '2 minutes', 'w2', 1)")
+    later = one(conn, "select (r.job).*, r.lease_token from claim_jobs_at(now() + interval '2 minutes', 'w2', 1) r")
     assert later["id"] == claimed.id and later["attempts"] == 2
     assert later["lease_token"] != claimed.lease_token
 
@@ -67,9 +67,9 @@ def test_claim_job_takes_failed_job_once_its_run_at_passes(conn: psycopg.Connect
 def test_claim_job_only_from_given_queues(conn: psycopg.Connection) -> None:
     enqueue(conn, queue="emails")
     flyer = enqueue(conn, queue="flyers")
-    got = one(conn, "select * from claim_job('w1', array['flyers', 'reports'])")
+    got = one(conn, "select (r.job).*, r.lease_token from claim_job('w1', array['flyers', 'reports']) r")
     assert got["id"] == flyer.id
-    assert rows(conn, "select * from claim_job('w1', array['reports'])") == []
+    assert rows(conn, "select (r.job).*, r.lease_token from claim_job('w1', array['reports']) r") == []
 
 
 def test_claim_jobs_takes_a_batch_in_one_call(conn: psycopg.Connection) -> None:
@@ -91,8 +91,8 @@ def test_claim_job_uses_the_lease_from_settings_or_argument(conn: psycopg.Connec
     enqueue(conn)
     enqueue(conn)
     conn.execute("update queue_settings set lease_ms = 5000")
-    a = one(conn, "select lease_expires_at - started_at as lease from claim_job('w1')")
-    b = one(conn, "select lease_expires_at - started_at as lease from claim_job('w1', p_lease_ms => 250)")
+    a = one(conn, "select (r.job).lease_expires_at - (r.job).started_at as lease from claim_job('w1') r")
+    b = one(conn, "select (r.job).lease_expires_at - (r.job).started_at as lease from claim_job('w1', p_lease_ms => 250) r")
     assert a["lease"].total_seconds() == 5
     assert b["lease"].total_seconds() == 0.25
 
@@ -100,21 +100,21 @@ def test_claim_job_uses_the_lease_from_settings_or_argument(conn: psycopg.Connec
 @pytest.mark.parametrize(
     "call",
     [
-        "select * from claim_job(null)",
-        "select * from claim_job('')",
-        "select * from claim_job('  ')",
-        "select * from claim_job(repeat('w', 201))",
-        "select * from claim_job('w1', array[]::text[])",
-        "select * from claim_job('w1', p_lease_ms => 0)",
-        "select * from claim_job('w1', p_lease_ms => -5)",
-        "select * from claim_jobs('w1', 0)",
-        "select * from claim_jobs('w1', -1)",
-        "select * from claim_jobs('w1', null)",
-        "select * from claim_jobs('w1', 1001)",
-        "select * from claim_jobs_at(null, 'w1', 1)",
-        "select * from claim_jobs_at('infinity', 'w1', 1)",
-        "select * from claim_jobs_at(now(), null, 1)",
-        "select * from claim_jobs_at(now(), 'w1', 0)",
+        "select (r.job).*, r.lease_token from claim_job(null) r",
+        "select (r.job).*, r.lease_token from claim_job('') r",
+        "select (r.job).*, r.lease_token from claim_job('  ') r",
+        "select (r.job).*, r.lease_token from claim_job(repeat('w', 201)) r",
+        "select (r.job).*, r.lease_token from claim_job('w1', array[]::text[]) r",
+        "select (r.job).*, r.lease_token from claim_job('w1', p_lease_ms => 0) r",
+        "select (r.job).*, r.lease_token from claim_job('w1', p_lease_ms => -5) r",
+        "select (r.job).*, r.lease_token from claim_jobs('w1', 0) r",
+        "select (r.job).*, r.lease_token from claim_jobs('w1', -1) r",
+        "select (r.job).*, r.lease_token from claim_jobs('w1', null) r",
+        "select (r.job).*, r.lease_token from claim_jobs('w1', 1001) r",
+        "select (r.job).*, r.lease_token from claim_jobs_at(null, 'w1', 1) r",
+        "select (r.job).*, r.lease_token from claim_jobs_at('infinity', 'w1', 1) r",
+        "select (r.job).*, r.lease_token from claim_jobs_at(now(), null, 1) r",
+        "select (r.job).*, r.lease_token from claim_jobs_at(now(), 'w1', 0) r",
     ],
 )
 def test_claim_job_bad_input_raises_qv400_and_changes_nothing(conn: psycopg.Connection, call: str) -> None:
@@ -179,10 +179,10 @@ def test_claim_job_many_threads_never_take_the_same_job(connect) -> None:
 
 
 @pytest.mark.parametrize("call", [
-    "select * from claim_job('w1', null, null, now())",
-    "select * from claim_job('w1', p_now => now())",
-    "select * from claim_jobs('w1', 1, null, null, now())",
-    "select * from claim_jobs('w1', 1, p_now => now() + interval '1 day')",
+    "select (r.job).*, r.lease_token from claim_job('w1', null, null, now()) r",
+    "select (r.job).*, r.lease_token from claim_job('w1', p_now => now()) r",
+    "select (r.job).*, r.lease_token from claim_jobs('w1', 1, null, null, now()) r",
+    "select (r.job).*, r.lease_token from claim_jobs('w1', 1, p_now => now() + interval '1 day') r",
 ])
 def test_claim_job_takes_no_time_argument(conn: psycopg.Connection, call: str) -> None:
     """A claim uses the server's clock: claiming as of another time is the owner's claim_jobs_at."""
@@ -196,8 +196,9 @@ def test_claim_job_takes_no_time_argument(conn: psycopg.Connection, call: str) -
 
 def test_claim_jobs_at_claims_as_of_the_time_given(conn: psycopg.Connection) -> None:
     conn.execute("select enqueue_job('t', '{}', 'in-an-hour', p_run_at => now() + interval '1 hour')")
-    assert rows(conn, "select * from claim_jobs_at(now() + interval '59 minutes', 'w1', 5)") == []
-    got = one(conn, "select *, lease_expires_at - started_at as lease, now() + interval '2 hours' as at"
-                    " from claim_jobs_at(now() + interval '2 hours', 'w1', 5, p_lease_ms => 1000)")
+    assert rows(conn, "select (r.job).*, r.lease_token from claim_jobs_at(now() + interval '59 minutes', 'w1', 5) r") == []
+    got = one(conn, "select (r.job).*, r.lease_token, (r.job).lease_expires_at - (r.job).started_at as lease,"
+                    " now() + interval '2 hours' as at"
+                    " from claim_jobs_at(now() + interval '2 hours', 'w1', 5, p_lease_ms => 1000) r")
     assert (got["started_at"], got["lease"].total_seconds()) == (got["at"], 1)
     assert got["lease_token"] is not None

@@ -107,7 +107,7 @@ def test_constraint_refuses_impossible_row(conn: psycopg.Connection, statement: 
 
 def test_constraint_one_attempt_row_per_number(conn: psycopg.Connection) -> None:
     enqueue(conn)
-    conn.execute("select * from claim_job('w1')")
+    conn.execute("select (r.job).*, r.lease_token from claim_job('w1') r")
     with pytest.raises(psycopg.errors.UniqueViolation) as exc:
         conn.execute("insert into job_attempts (job_id, attempt, worker_id, started_at, lease_token_hash)"
                      " select job_id, attempt, 'w2', now(), lease_token_hash from job_attempts")
@@ -135,25 +135,23 @@ def test_constraint_a_jobs_result_goes_with_it(conn: psycopg.Connection) -> None
     assert rows(conn, "select * from job_results") == []
 
 
-def test_constraint_flyers_view_shows_only_pdf_results_of_listing_flyer_jobs(conn: psycopg.Connection) -> None:
-    flyer = enqueue(conn)
-    json_flyer = enqueue(conn)
-    other = enqueue(conn, type="noop", payload={})
-    conn.execute("insert into job_results (job_id, content_type, value, data) values"
-                 " (%s, 'application/pdf', null, '%%PDF-1'), (%s, 'application/json', '1', null),"
-                 " (%s, 'application/pdf', null, '%%PDF-2')", [flyer.id, json_flyer.id, other.id])
-    assert rows(conn, "select job_id, pdf from flyers") == [{"job_id": flyer.id, "pdf": b"%PDF-1"}]
+def test_constraint_the_schema_has_no_demo_object(conn: psycopg.Connection) -> None:
+    """A flyer is a listing_flyer job's PDF result, in job_results like any result: the demo's flyers
+    view is gone (0018), and nothing in the schema names it."""
+    assert one(conn, "select to_regclass('flyers') as v") == {"v": None}
+    assert rows(conn, "select p.proname from pg_proc p where p.pronamespace = current_schema()::regnamespace"
+                      " and p.prosrc ~* 'flyers'") == []
 
 
 def test_constraint_claim_cannot_pass_max_attempts(conn: psycopg.Connection) -> None:
     """A row forced back to pending with no tries left is neither claimed past its maximum nor
     allowed to block the queue: claim skips it and takes the next job."""
     job = enqueue(conn, max_attempts=1)
-    conn.execute("select * from claim_job('w1')")
+    conn.execute("select (r.job).*, r.lease_token from claim_job('w1') r")
     conn.execute("update jobs set status = 'pending', locked_by = null, lease_expires_at = null where id = %s",
                  [job.id])
     other = enqueue(conn)
-    assert rows(conn, "select id from claim_job('w2')") == [{"id": other.id}]
+    assert rows(conn, "select (r.job).id from claim_job('w2') r") == [{"id": other.id}]
     with pytest.raises(psycopg.errors.CheckViolation) as exc:
         conn.execute("update jobs set attempts = attempts + 1 where id = %s", [job.id])
     assert exc.value.diag.constraint_name == "jobs_attempts_range"

@@ -48,17 +48,17 @@ def test_enqueue_job_same_key_different_payload_raises_qi409(conn: psycopg.Conne
 
 
 def test_enqueue_job_from_sql_with_positional_arguments(conn: psycopg.Connection) -> None:
-    row = one(conn, "select * from enqueue_job('listing_flyer', '{\"a\": 1}', 'psql-key')")
+    row = one(conn, "select (r.job).*, r.created from enqueue_job('listing_flyer', '{\"a\": 1}', 'psql-key') r")
     assert row["created"] is True and row["status"] == "pending"
-    row = one(conn, "select * from enqueue_job('listing_flyer', '{\"a\": 1}', 'psql-key')")
+    row = one(conn, "select (r.job).*, r.created from enqueue_job('listing_flyer', '{\"a\": 1}', 'psql-key') r")
     assert row["created"] is False
 
 
 def test_enqueue_job_options_are_stored(conn: psycopg.Connection) -> None:
     row = one(
         conn,
-        "select * from enqueue_job('t', '{}', 'opt', p_queue => 'emails', p_priority => 7,"
-        " p_run_at => now() + interval '1 hour', p_max_attempts => 2)",
+        "select (r.job).*, r.created from enqueue_job('t', '{}', 'opt', p_queue => 'emails', p_priority => 7,"
+        " p_run_at => now() + interval '1 hour', p_max_attempts => 2) r",
     )
     assert (row["queue"], row["priority"], row["max_attempts"]) == ("emails", 7, 2)
     assert one(conn, "select run_at > now() + interval '59 minutes' as later from jobs")["later"]
@@ -77,11 +77,11 @@ def test_enqueue_job_null_queue_and_priority_mean_the_types_or_the_default(
     applies (none here: the demo's types set neither, and an unregistered type, accepted where a DBA lets
     them in, has none), then the defaults 'default' and 0."""
     conn.execute("update queue_settings set accept_unregistered_types = true")
-    row = one(conn, "select * from enqueue_job(%s, '{}', 'nulls', p_queue => null, p_priority => null,"
-                    " p_max_attempts => null)", [type_])
+    row = one(conn, "select (r.job).*, r.created from enqueue_job(%s, '{}', 'nulls', p_queue => null,"
+                    " p_priority => null, p_max_attempts => null) r", [type_])
     assert (row["created"], row["queue"], row["priority"], row["max_attempts"]) == (True, "default", 0, 5)
     conn.execute("update task_types set queue = 'typed', priority = 4, max_attempts = 2 where name = %s", [type_])
-    row = one(conn, "select * from enqueue_job(%s, '{}', 'nulls-typed', p_queue => null, p_priority => null)",
+    row = one(conn, "select (r.job).*, r.created from enqueue_job(%s, '{}', 'nulls-typed', p_queue => null, p_priority => null) r",
               [type_])
     expected = ("typed", 4, 2) if type_ == "listing_flyer" else ("default", 0, 5)
     assert (row["queue"], row["priority"], row["max_attempts"]) == expected
@@ -90,6 +90,7 @@ def test_enqueue_job_null_queue_and_priority_mean_the_types_or_the_default(
 def test_enqueue_job_notifies_when_ready_now(db_url: str, conn: psycopg.Connection) -> None:
     with psycopg.connect(db_url, autocommit=True) as listener:
         listener.execute("listen pgqw_jobs")
+        db.wait_for_jobs(listener, worker_id="test-listener")  # producers notify while a worker waits
         enqueue(conn, queue="emails")
         got = list(listener.notifies(timeout=2, stop_after=1))
         assert [n.payload for n in got] == ["emails"]
@@ -199,7 +200,7 @@ def test_enqueue_job_takes_over_key_when_twin_rolls_back(connect) -> None:
 
 @pytest.mark.parametrize("run_at", ["'1970-01-01 00:00:00+00'", "now() + interval '366 days'", "now()"])
 def test_enqueue_job_run_at_at_the_ends_of_its_range_is_accepted(conn: psycopg.Connection, run_at: str) -> None:
-    row = one(conn, f"select * from enqueue_job('t', '{{}}', 'edge', p_run_at => {run_at}, p_max_attempts => 1000)")
+    row = one(conn, f"select (r.job).*, r.created from enqueue_job('t', '{{}}', 'edge', p_run_at => {run_at}, p_max_attempts => 1000) r")
     assert row["created"] and row["max_attempts"] == 1000
 
 
@@ -248,7 +249,7 @@ def test_enqueue_jobs_holds_the_same_bounds(conn: psycopg.Connection, element: d
         return
     before = snapshot(conn)
     with pytest.raises(psycopg.Error) as exc:
-        conn.execute("select * from enqueue_jobs(%s::jsonb)", [Jsonb(batch)])
+        conn.execute("select (r.job).*, r.created from enqueue_jobs(%s::jsonb) r", [Jsonb(batch)])
     assert exc.value.sqlstate == "QV400"
     assert exc.value.diag.message_primary.startswith("job 2")
     assert snapshot(conn) == before

@@ -2,11 +2,10 @@
 
 Each bad call must raise its documented SQLSTATE (the function file's header, docs/errors.md) and
 change nothing: a digest of every row of jobs, job_attempts, job_results, task_types, workers and
-queue_settings is the same before and after (flyers is a view over job_results: its digest is
-theirs). A generic code leaking where a Q-code is documented (XX000, 22xxx, 23xxx) is a finding, and
-so is a bad call that succeeds. Errors PostgreSQL raises before the function runs keep
-their own codes: 22P02 for a job id or lease token that is not a UUID, 54000 for chr(0) (text cannot
-hold NUL), 22P05 for "\\u0000" in JSON, and 42883 for a call in a form the functions no longer take
+queue_settings is the same before and after. A generic code leaking where a Q-code is documented
+(XX000, 22xxx, 23xxx) is a finding, and so is a bad call that succeeds. Errors PostgreSQL raises
+before the function runs keep their own codes: 22P02 for a job id or lease token that is not a UUID,
+54000 for chr(0) (text cannot hold NUL), 22P05 for "\\u0000" in JSON, and 42883 for a call in a form the functions no longer take
 (a worker id and an attempt number in place of a lease token, a time given to a role's claim or sweep).
 
 The calls run against one database per module holding one job in every state (pending, processing
@@ -61,6 +60,14 @@ def fine(function: str, what: str, statement: str, result: Any) -> Any:
 # <tok:dead> the lease token its claim returned; <made-up> a token no claim returned.
 BAD_CALLS = [
     bad("next_run_at", "null-limit", "select * from next_run_at(p_limit => null)", "QV400"),
+    bad("wait_for_jobs", "null-worker", "select wait_for_jobs(null)", "QV400"),
+    bad("wait_for_jobs", "empty-queues", "select wait_for_jobs('w', '{}'::text[])", "QV400"),
+    bad("wait_for_jobs", "null-queue", "select wait_for_jobs('w', array[null]::text[])", "QV400"),
+    bad("wait_for_jobs", "blank-worker", "select wait_for_jobs(' ')", "QV400"),
+    bad("wait_for_jobs", "blank-queue", "select wait_for_jobs('w', array[''])", "QV400"),
+    bad("wait_for_jobs", "min-int-for", "select wait_for_jobs('w', null, -2147483648)", "QV400"),
+    bad("wait_for_jobs", "max-int-for", "select wait_for_jobs('w', null, 2147483647)", "QV400"),
+    bad("waits_settled", "null-xid", "select waits_settled(null)", "QV400"),
     bad("next_run_at", "zero-limit", "select * from next_run_at(p_limit => 0)", "QV400"),
     bad("next_run_at", "limit-1001", "select * from next_run_at(p_limit => 1001)", "QV400"),
     bad("next_run_at", "min-int-limit", "select * from next_run_at(p_limit => -2147483648)", "QV400"),
@@ -175,6 +182,16 @@ BAD_CALLS = [
         "select enqueue_job('listing_flyer', '{\"n\": \"pending\"}', 'world-pending', 'default')", "QI409"),
     bad("enqueue_job", "key-reused-other-priority",
         "select enqueue_job('listing_flyer', '{\"n\": \"pending\"}', 'world-pending', 'world', 1)", "QI409"),
+    bad("enqueue_job", "expires-at-past", "select enqueue_job('t', '{}', 'h1', p_expires_at => now() - interval '1 s')",
+        "QV400"),
+    bad("enqueue_job", "expires-at-before-run-at", "select enqueue_job('t', '{}', 'h1', "
+        "p_run_at => now() + interval '1 hour', p_expires_at => now() + interval '1 minute')", "QV400"),
+    bad("enqueue_job", "infinite-expires-at", "select enqueue_job('t', '{}', 'h1', p_expires_at => 'infinity')", "QV400"),
+    bad("enqueue_job", "both-expiries", "select enqueue_job('t', '{}', 'h1', "
+        "p_expires_at => now() + interval '1 hour', p_expire_after_ms => 1000)", "QV400"),
+    bad("enqueue_job", "zero-expire-after", "select enqueue_job('t', '{}', 'h1', p_expire_after_ms => 0)", "QV400"),
+    bad("enqueue_job", "min-int-expire-after",
+        "select enqueue_job('t', '{}', 'h1', p_expire_after_ms => -2147483648)", "QV400"),
     # enqueue_jobs(jobs)
     bad("enqueue_jobs", "null", "select * from enqueue_jobs(null)", "QV400"),
     bad("enqueue_jobs", "json-null", "select * from enqueue_jobs('null')", "QV400"),
@@ -199,6 +216,15 @@ BAD_CALLS = [
     bad("enqueue_jobs", "whitespace-queue", "select * from enqueue_jobs("
         "'[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"h1\", \"queue\": \"\\t\\n\"}]')",
         "QV400"),
+    bad("enqueue_jobs", "past-expires-at", "select * from enqueue_jobs(jsonb_build_array(jsonb_build_object("
+        "'type', 't', 'payload', '{}'::jsonb, 'idempotency_key', 'h1', 'expires_at', '2001-01-01T00:00:00Z')))", "QV400"),
+    bad("enqueue_jobs", "both-expiries", "select * from enqueue_jobs(jsonb_build_array(jsonb_build_object("
+        "'type', 't', 'payload', '{}'::jsonb, 'idempotency_key', 'h1', 'expires_at', (now() + interval '1 hour')::text, "
+        "'expire_after_ms', 1000)))", "QV400"),
+    bad("enqueue_jobs", "zero-expire-after", "select * from enqueue_jobs(jsonb_build_array(jsonb_build_object("
+        "'type', 't', 'payload', '{}'::jsonb, 'idempotency_key', 'h1', 'expire_after_ms', 0)))", "QV400"),
+    bad("enqueue_jobs", "number-expires-at", "select * from enqueue_jobs(jsonb_build_array(jsonb_build_object("
+        "'type', 't', 'payload', '{}'::jsonb, 'idempotency_key', 'h1', 'expires_at', 5)))", "QV400"),
     bad("enqueue_jobs", "array-payload",
         "select * from enqueue_jobs('[{\"type\": \"t\", \"payload\": [], \"idempotency_key\": \"h1\"}]')", "QV400"),
     bad("enqueue_jobs", "empty-queue", "select * from enqueue_jobs("
@@ -418,19 +444,98 @@ BAD_CALLS = [
     bad("cancel_job", "unknown-job", "select * from cancel_job(<unknown>)", "QN404"),
     bad("cancel_job", "id-not-uuid", "select * from cancel_job('not-a-uuid')", "22P02"),
     bad("cancel_job", "succeeded-job", "select * from cancel_job(<succeeded>)", "QS409"),
-    bad("cancel_job", "dead-job", "select * from cancel_job(<dead>)", "QS409"),
+    # Dependencies, batches, workflows, limits per key and bulk actions.
+    bad("enqueue_job", "unknown-parent",
+        "select enqueue_job('listing_flyer', '{}', 'k-dep', p_depends_on => array[<unknown>]::uuid[])", "QW422"),
+    bad("enqueue_job", "null-parent",
+        "select enqueue_job('listing_flyer', '{}', 'k-dep', p_depends_on => array[null]::uuid[])", "QV400"),
+    bad("enqueue_job", "empty-serial-key", "select enqueue_job('listing_flyer', '{}', 'k-dep', p_serial_key => '')",
+        "QV400"),
+    bad("enqueue_job", "long-concurrency-key",
+        "select enqueue_job('listing_flyer', '{}', 'k-dep', p_concurrency_key => repeat('x', 201))", "QV400"),
+    bad("enqueue_job", "null-run-anyway", "select enqueue_job('listing_flyer', '{}', 'k-dep', p_run_anyway => null)",
+        "QV400"),
+    bad("enqueue_jobs", "forward-reference", """select * from enqueue_jobs('[{"type": "listing_flyer", "payload": {},
+        "idempotency_key": "f1", "depends_on": [2]}, {"type": "listing_flyer", "payload": {}, "idempotency_key": "f2"}]')""",
+        "QW422"),
+    bad("enqueue_jobs", "self-reference", """select * from enqueue_jobs('[{"type": "listing_flyer", "payload": {},
+        "idempotency_key": "f1", "depends_on": [1]}]')""", "QW422"),
+    bad("enqueue_jobs", "depends-on-not-array", """select * from enqueue_jobs('[{"type": "listing_flyer", "payload": {},
+        "idempotency_key": "f1", "depends_on": "x"}]')""", "QV400"),
+    bad("enqueue_jobs", "bad-workflow-id", """select * from enqueue_jobs('[{"type": "listing_flyer", "payload": {},
+        "idempotency_key": "f1", "workflow_id": "nope"}]')""", "QV400"),
+    bad("enqueue_jobs_into", "forward-reference", """select * from enqueue_jobs_into('[{"type": "listing_flyer",
+        "payload": {}, "idempotency_key": "f1", "depends_on": [3]}]', null)""", "QW422"),
+    bad("enqueue_batch", "empty", "select * from enqueue_batch('[]')", "QV400"),
+    bad("enqueue_batch", "null", "select * from enqueue_batch(null)", "QV400"),
+    bad("enqueue_batch", "callback-not-object", """select * from enqueue_batch('[{"type": "listing_flyer",
+        "payload": {}, "idempotency_key": "b1"}]', '[]')""", "QV400"),
+    bad("enqueue_batch", "callback-unknown-type", """select * from enqueue_batch('[{"type": "listing_flyer",
+        "payload": {}, "idempotency_key": "b1"}]', '{"type": "no-such-type"}')""", "QT422"),
+    bad("enqueue_batch", "key-of-another-job", """select * from enqueue_batch('[{"type": "listing_flyer",
+        "payload": {"n": "pending"}, "idempotency_key": "world-pending", "queue": "world"}]')""", "QI409"),
+    bad("batch_status", "null", "select * from batch_status(null)", "QV400"),
+    bad("batch_status", "unknown", "select * from batch_status(<unknown>)", "QN404"),
+    bad("workflow_jobs", "null", "select * from workflow_jobs(null)", "QV400"),
+    bad("workflow_jobs", "unknown", "select * from workflow_jobs(<unknown>)", "QN404"),
+    bad("parent_results", "null", "select * from parent_results(null)", "QV400"),
+    bad("parent_results", "unknown", "select * from parent_results(<unknown>)", "QN404"),
+    bad("set_queue_key_limit", "null-queue", "select * from set_queue_key_limit(null, 1)", "QV400"),
+    bad("set_queue_key_limit", "zero-limit", "select * from set_queue_key_limit('world', 0)", "QV400"),
+    bad("set_queue_key_limit", "unknown-queue", "select * from set_queue_key_limit('no-such-queue', 1)", "QU404"),
+    bad("retry_dead_jobs", "zero-limit", "select retry_dead_jobs(p_limit => 0)", "QV400"),
+    bad("retry_dead_jobs", "since-after-until",
+        "select retry_dead_jobs(p_since => now(), p_until => now() - interval '1 hour')", "QV400"),
+    bad("retry_dead_jobs", "blank-type", f"select retry_dead_jobs(p_type => {BLANK})", "QV400"),
+    bad("cancel_jobs", "bad-status", "select cancel_jobs(p_statuses => array['succeeded'])", "QV400"),
+    bad("cancel_jobs", "empty-statuses", "select cancel_jobs(p_statuses => '{}'::text[])", "QV400"),
+    bad("cancel_jobs", "empty-error", "select cancel_jobs(p_error => '')", "QV400"),
+    bad("check_bulk_filter", "null-limit", "select check_bulk_filter(null, null, null, null, null, null)", "QV400"),
     # watch_job(job_id), unwatch_job(job_id): an existing job
     bad("watch_job", "null-job", "select watch_job(null)", "QV400"),
     bad("watch_job", "unknown-job", "select watch_job(<unknown>)", "QN404"),
     bad("watch_job", "id-not-uuid", "select watch_job('not-a-uuid')", "22P02"),
     bad("unwatch_job", "null-job", "select unwatch_job(null)", "QV400"),
     bad("unwatch_job", "id-not-uuid", "select unwatch_job('not-a-uuid')", "22P02"),
+    # snooze_job(job_id, lease_token, until, delay_ms): exactly one of until and delay_ms
+    bad("snooze_job", "null-job", "select * from snooze_job(null, <tok:processing>, p_delay_ms => 1)", "QV400"),
+    bad("snooze_job", "null-token", "select * from snooze_job(<processing>, null, p_delay_ms => 1)", "QV400"),
+    bad("snooze_job", "no-time", "select * from snooze_job(<processing>, <tok:processing>)", "QV400"),
+    bad("snooze_job", "both-times",
+        "select * from snooze_job(<processing>, <tok:processing>, now() + interval '1 hour', 1)", "QV400"),
+    bad("snooze_job", "min-int-delay",
+        "select * from snooze_job(<processing>, <tok:processing>, p_delay_ms => -2147483648)", "QV400"),
+    bad("snooze_job", "infinite-until", "select * from snooze_job(<processing>, <tok:processing>, 'infinity')",
+        "QV400"),
+    bad("snooze_job", "unknown-job", "select * from snooze_job(<unknown>, <made-up>, p_delay_ms => 1)", "QN404"),
+    bad("snooze_job", "id-not-uuid", "select * from snooze_job('x', <tok:processing>, p_delay_ms => 1)", "22P02"),
+    bad("snooze_job", "made-up-token", "select * from snooze_job(<processing>, <made-up>, p_delay_ms => 1)",
+        "QL409"),
+    bad("snooze_job", "other-jobs-token", "select * from snooze_job(<processing>, <tok:dead>, p_delay_ms => 1)",
+        "QL409"),
+    bad("snooze_job", "pending-job", "select * from snooze_job(<pending>, <made-up>, p_delay_ms => 1)", "QL409"),
+    bad("snooze_job", "succeeded-job-own-token",
+        "select * from snooze_job(<succeeded>, <tok:succeeded>, p_delay_ms => 1)", "QL409"),
+    bad("snooze_job", "failed-job-own-token", "select * from snooze_job(<failed>, <tok:failed>, p_delay_ms => 1)",
+        "QL409"),
     # mark_cancelled(job_id, lease_token): only once a cancel was requested
     bad("mark_cancelled", "null-job", "select * from mark_cancelled(null, <tok:processing>)", "QV400"),
     bad("mark_cancelled", "null-token", "select * from mark_cancelled(<processing>, null)", "QV400"),
     bad("mark_cancelled", "unknown-job", "select * from mark_cancelled(<unknown>, <tok:processing>)", "QN404"),
     bad("mark_cancelled", "not-requested", "select * from mark_cancelled(<processing>, <tok:processing>)", "QS409"),
     bad("mark_cancelled", "other-token", "select * from mark_cancelled(<processing>, <tok:failed>)", "QL409"),
+    # mark_timed_out(job_id, lease_token, base_ms, max_jitter_ms, max_delay_ms): once the attempt's deadline passed
+    bad("mark_timed_out", "null-job", "select * from mark_timed_out(null, <tok:processing>)", "QV400"),
+    bad("mark_timed_out", "null-token", "select * from mark_timed_out(<processing>, null)", "QV400"),
+    bad("mark_timed_out", "negative-base", "select * from mark_timed_out(<processing>, <tok:processing>, -1)", "QV400"),
+    bad("mark_timed_out", "unknown-job", "select * from mark_timed_out(<unknown>, <tok:processing>)", "QN404"),
+    bad("mark_timed_out", "no-deadline", "select * from mark_timed_out(<processing>, <tok:processing>)", "QS409"),
+    bad("mark_timed_out", "other-token", "select * from mark_timed_out(<processing>, <tok:failed>)", "QL409"),
+    bad("mark_timed_out", "made-up-token", "select * from mark_timed_out(<processing>, <made-up>)", "QL409"),
+    bad("mark_timed_out", "finished-job", "select * from mark_timed_out(<succeeded>, <tok:succeeded>)", "QL409"),
+    # time_out_attempt(job_id, attempt, ...): internal; an attempt that does not hold its job is refused
+    bad("time_out_attempt", "unknown-job", "select time_out_attempt(<unknown>, 1)", "QN404"),
+    bad("time_out_attempt", "not-held", "select time_out_attempt(<pending>, 1)", "QL409"),
     # register_task_types(types): a JSON array of {name, payload_schema, and settings}
     bad("register_task_types", "null", "select * from register_task_types(null)", "QV400"),
     bad("register_task_types", "json-null", "select * from register_task_types('null')", "QV400"),
@@ -532,6 +637,12 @@ BAD_CALLS = [
     bad("raise_job_not_held", "no-attempt", "select raise_job_not_held(<processing>, null)", "QL409"),
     bad("raise_job_not_held", "the-current-attempt", "select raise_job_not_held(<processing>, 1)", "QL409"),
     bad("raise_job_not_held", "min-int-attempt", "select raise_job_not_held(<dead>, -2147483648)", "QL409"),
+    # find_lease_attempt(job_id, lease_token): the token's attempt, or raises as raise_job_not_held does
+    bad("find_lease_attempt", "nulls", "select * from find_lease_attempt(null, null)", "QN404"),
+    bad("find_lease_attempt", "unknown-job", "select * from find_lease_attempt(<unknown>, <made-up>)", "QN404"),
+    bad("find_lease_attempt", "made-up-token", "select * from find_lease_attempt(<processing>, <made-up>)", "QL409"),
+    bad("find_lease_attempt", "another-jobs-token", "select * from find_lease_attempt(<processing>, <tok:dead>)",
+        "QL409"),
     # report_latest_jobs(limit)
     bad("report_latest_jobs", "null-limit", "select * from report_latest_jobs(null)", "QV400"),
     bad("report_latest_jobs", "zero-limit", "select * from report_latest_jobs(0)", "QV400"),
@@ -643,6 +754,16 @@ BAD_CALLS = [
 
 # Hostile but valid: each must succeed, return what is said, and change nothing.
 FINE_CALLS = [
+    fine("settle_jobs", "unknown-job", "select settle_jobs(array[<unknown>])::text", ""),
+    fine("judge_blocked", "unknown-job", "select judge_blocked(array[<unknown>])", []),
+    fine("serial_turn", "unknown-key", f"select serial_turn($${INJECTION}$$, 1)", True),
+    fine("retry_dead_jobs", "injection-type", f"select retry_dead_jobs(p_type => $${INJECTION}$$)", 0),
+    fine("cancel_jobs", "injection-error", f"select cancel_jobs(p_error => $${INJECTION}$$)", 0),
+    fine("wait_for_jobs", "injection-queue",
+         f"select wait_for_jobs($${INJECTION}$$, array[$${INJECTION}$$]) > now()", True),
+    fine("waits_settled", "old-xid", "select waits_settled('3'::xid8)", True),
+    fine("has_waiters", "injection-queue", f"select has_waiters('none waits ' || $${INJECTION}$$)"
+         " = exists (select 1 from queue_waiters where queue = '*' and until > now())", True),
     fine("next_run_at", "injection-queue", f"select count(*) from next_run_at(array[$${INJECTION}$$])", 0),
     fine("next_run_at", "null-names",
          "select count(*) from next_run_at(array[null]::text[], array[null]::text[], 1000)", 0),
@@ -730,6 +851,13 @@ FINE_CALLS = [
     fine("sweep_stuck", "now", "select count(*) from sweep_stuck()", 0),
     fine("sweep_stuck_at", "minus-infinity", "select count(*) from sweep_stuck_at('-infinity')", 0),
     fine("queue_stats", "reads-only", "select count(*) > 0 from queue_stats()", True),
+    fine("find_lease_attempt", "ended-attempt", "select outcome from find_lease_attempt(<dead>, <tok:dead>)", "failed"),
+    fine("find_lease_attempt", "held-attempt",
+         "select attempt, outcome is null from find_lease_attempt(<processing>, <tok:processing>)", 1),
+    fine("notify_watchers", "unwatched-job", "select pg_typeof(notify_watchers(<processing>))::text", "void"),
+    fine("notify_watchers", "null-job", "select pg_typeof(notify_watchers(null))::text", "void"),
+    fine("notify_due", "null-queue-and-time", "select pg_typeof(notify_due(null, null))::text", "void"),
+    fine("notify_due", "injection-queue", f"select pg_typeof(notify_due($${INJECTION}$$, now()))::text", "void"),
     fine("report_concurrency", "null-prefix", "select count(*) from report_concurrency(null)", 1),
     fine("report_concurrency", "percent-prefix", "select count(*) from report_concurrency('%')", 0),
     fine("report_concurrency", "underscore-prefix", "select count(*) from report_concurrency('_1')", 0),
@@ -747,6 +875,17 @@ FINE_CALLS = [
          True),
     fine("register_schedules", "none-defined", "select count(*) from register_schedules(array['noop'], '[]')", 0),
     fine("list_schedules", "none", "select count(*) from list_schedules()", 0),
+    fine("list_queues", "reads-only", "select count(*) > 0 from list_queues()", True),
+    fine("list_worker_status", "null-limit", "select count(*) >= 0 from list_worker_status(null)", True),
+    fine("list_worker_status", "limit-0", "select count(*) from list_worker_status(0)", 0),
+    fine("list_task_types", "unknown-type", "select count(*) from list_task_types('no-such-type')", 0),
+    fine("list_task_types", "injection-type", f"select count(*) from list_task_types($${INJECTION}$$)", 0),
+    fine("count_jobs_by_status", "every-status", "select count(*) from count_jobs_by_status()", 8),
+    fine("get_job_result", "unknown-job", "select count(*) from get_job_result(gen_random_uuid())", 0),
+    fine("get_job_result", "null-job", "select count(*) from get_job_result(null)", 0),
+    fine("queue_throughput", "long-ago", "select count(*) from queue_throughput('2000-01-01', '2000-01-02', 10)", 0),
+    fine("queue_throughput", "empty-window", "select count(*) from queue_throughput(now(), now(), 10)", 0),
+    fine("queue_throughput", "null-buckets", "select count(*) from queue_throughput(null, null, null)", 0),
 ]
 
 
@@ -802,9 +941,9 @@ def seed(conn: psycopg.Connection) -> tuple[dict[str, uuid.UUID], dict[str, uuid
     tokens: dict[str, uuid.UUID] = {}
 
     def enqueue_and_claim(state: str, max_attempts: int = 5) -> uuid.UUID:
-        job_id = one(conn, "select id from enqueue_job('listing_flyer', %s::jsonb, %s, 'world',"
-                           " p_max_attempts => %s)", [Jsonb({"n": state}), f"world-{state}", max_attempts])["id"]
-        claimed = rows(conn, "select id, lease_token from claim_job('w1', array['world'], %s)", [DAY_MS])
+        job_id = one(conn, "select (r.job).id from enqueue_job('listing_flyer', %s::jsonb, %s, 'world',"
+                           " p_max_attempts => %s) r", [Jsonb({"n": state}), f"world-{state}", max_attempts])["id"]
+        claimed = rows(conn, "select (r.job).id, r.lease_token from claim_job('w1', array['world'], %s) r", [DAY_MS])
         assert [r["id"] for r in claimed] == [job_id]
         ids[state], tokens[state] = job_id, claimed[0]["lease_token"]
         return job_id
@@ -817,11 +956,11 @@ def seed(conn: psycopg.Connection) -> tuple[dict[str, uuid.UUID], dict[str, uuid
     conn.execute("select mark_failed(%s, %s, 'printer jammed', true, %s, 0)", [ids["failed"], tokens["failed"], DAY_MS])
     enqueue_and_claim("dead", max_attempts=1)
     conn.execute("select mark_failed(%s, %s, 'bad payload', false)", [ids["dead"], tokens["dead"]])
-    ids["pending"] = one(conn, "select id from enqueue_job('listing_flyer', %s::jsonb, 'world-pending', 'world')",
+    ids["pending"] = one(conn, "select (r.job).id from enqueue_job('listing_flyer', %s::jsonb, 'world-pending', 'world') r",
                          [Jsonb({"n": "pending"})])["id"]
     states = {r["id"]: r["status"] for r in rows(conn, "select id, status from jobs")}
     assert states == {job_id: state for state, job_id in ids.items()}
-    assert rows(conn, "select job_id, pdf from flyers") == [{"job_id": ids["succeeded"], "pdf": b"%PDF-1.4 world"}]
+    assert rows(conn, "select job_id, data from job_results") == [{"job_id": ids["succeeded"], "data": b"%PDF-1.4 world"}]
     assert MADE_UP not in tokens.values() and len(set(tokens.values())) == 4
     return ids, tokens
 
@@ -886,10 +1025,14 @@ def test_hostile_input_cases_cover_every_function(world: World) -> None:
     in_database = {r["proname"] for r in rows(world.conn,
                    "select proname from pg_proc where pronamespace = current_schema()::regnamespace")}
     assert files <= in_database
-    failing_calls = {p.values[0].function for p in BAD_CALLS}
+    # They only notify, or act on the jobs given (an id of no job is none).
+    failing_calls = {p.values[0].function for p in BAD_CALLS} | {"notify_watchers", "notify_due", "settle_jobs",
+                                                                 "judge_blocked", "serial_turn", "has_waiters"}
     # Reads without arguments that can be wrong have only hostile-but-valid calls.
     assert files - failing_calls == {"queue_stats", "report_concurrency", "report_double_runs", "check_schedule_cron",
-                                     "list_schedules", "schedule_times", "cron_matches"}
+                                     "list_schedules", "schedule_times", "cron_matches", "list_queues",
+                                     "list_worker_status", "list_task_types", "count_jobs_by_status", "get_job_result",
+                                     "queue_throughput"}
 
 
 @pytest.mark.parametrize("function, call", [
@@ -917,9 +1060,9 @@ def test_hostile_input_a_job_listed_twice_with_results_succeeds_once_with_its_fi
 ) -> None:
     """mark_jobs_succeeded given the same (job, token) twice, each with its own result: one success,
     one result (the first given), not a unique violation of job_results_pkey."""
-    job = one(conn, "select * from enqueue_job('t', '{}', 'twice')")
-    token = one(conn, "select * from claim_job('w1')")["lease_token"]
-    done = rows(conn, "select * from mark_jobs_succeeded(array[%s, %s]::uuid[], array[%s, %s]::uuid[], '[2, 3]')",
+    job = one(conn, "select (r.job).*, r.created from enqueue_job('t', '{}', 'twice') r")
+    token = one(conn, "select (r.job).*, r.lease_token from claim_job('w1') r")["lease_token"]
+    done = rows(conn, "select (r.job).*, r.already_recorded from mark_jobs_succeeded(array[%s, %s]::uuid[], array[%s, %s]::uuid[], '[2, 3]') r",
                 [job["id"], job["id"], token, token])
     assert [(r["id"], r["status"], r["already_recorded"]) for r in done] == [(job["id"], "succeeded", False)]
     assert rows(conn, "select value from job_results") == [{"value": 2}]
@@ -945,18 +1088,18 @@ def test_hostile_text_round_trips_through_every_text_argument(conn: psycopg.Conn
         registered = rows(conn, "select name from register_task_types(%s::jsonb)",
                           [Jsonb([{"name": text, "payload_schema": {}}])])
         assert registered == [{"name": text}]
-        job = one(conn, "select * from enqueue_job(%s::text, %s::jsonb, %s::text, %s::text)",
+        job = one(conn, "select (r.job).*, r.created from enqueue_job(%s::text, %s::jsonb, %s::text, %s::text) r",
                   [text, Jsonb({text: [text]}), key, text])
         assert (job["type"], job["payload"], job["idempotency_key"], job["queue"]) == (text, {text: [text]}, key, text)
         worker = text[:200]
-        claimed = one(conn, "select * from claim_jobs(%s::text, 5, array[%s::text])", [worker, text])
+        claimed = one(conn, "select (r.job).*, r.lease_token from claim_jobs(%s::text, 5, array[%s::text]) r", [worker, text])
         assert (claimed["id"], claimed["locked_by"]) == (job["id"], worker)
         assert [r["job_id"] for r in rows(conn, "select * from heartbeat(%s::uuid[], %s::uuid[])",
                                           [[job["id"]], [claimed["lease_token"]]])] == [job["id"]]
         report = one(conn, "select * from report_concurrency(%s::text)", [worker])
         assert (report["worker_id"], report["attempts_run"]) == (worker, 1)
         error = text * 200  # longer than the 10,000 characters kept
-        failed = one(conn, "select * from mark_failed(%s, %s, %s::text, false)",
+        failed = one(conn, "select (r.job).*, r.already_recorded from mark_failed(%s, %s, %s::text, false) r",
                      [job["id"], claimed["lease_token"], error])
         assert failed["status"] == "dead" and failed["last_error"] == error[:10_000]
         attempt = one(conn, "select * from report_timeline(%s)", [job["id"]])
@@ -966,9 +1109,9 @@ def test_hostile_text_round_trips_through_every_text_argument(conn: psycopg.Conn
 
 
 def test_hostile_text_in_release_reason_is_kept_as_data(conn: psycopg.Connection) -> None:
-    job = one(conn, "select * from enqueue_job('t', '{}', 'k')")
-    token = one(conn, "select * from claim_job('w1')")["lease_token"]
-    released = one(conn, "select * from release_job(%s, %s, %s::text)", [job["id"], token, INJECTION * 1000])
+    job = one(conn, "select (r.job).*, r.created from enqueue_job('t', '{}', 'k') r")
+    token = one(conn, "select (r.job).*, r.lease_token from claim_job('w1') r")["lease_token"]
+    released = one(conn, "select (r.job).*, r.already_recorded from release_job(%s, %s, %s::text) r", [job["id"], token, INJECTION * 1000])
     assert released["status"] == "pending"
     attempt = one(conn, "select * from job_attempts where job_id = %s", [job["id"]])
     assert attempt["error"] == f"handed back by worker w1: {INJECTION * 1000}"[:10_000]

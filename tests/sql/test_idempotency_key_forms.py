@@ -60,7 +60,7 @@ def test_idempotency_key_enqueue_jobs_plain_in_the_window_form_raises_qi422(conn
     assert snapshot(conn) == before
     # A JSON null unique_for_ms is no window either.
     with pytest.raises(psycopg.Error) as exc:
-        conn.execute("select * from enqueue_jobs(%s::jsonb)",
+        conn.execute("select (r.job).*, r.created from enqueue_jobs(%s::jsonb) r",
                      [f'[{{"type": "t", "payload": {{}}, "idempotency_key": "{STORED}", "unique_for_ms": null}}]'])
     assert exc.value.sqlstate == "QI422"
 

@@ -12,27 +12,14 @@ from datetime import timedelta
 import psycopg
 
 from pgqw import db
-from pgqw.worker.listener import parse_due
-from tests.helpers import enqueue, one
-
-SENTINEL = "-- sentinel --"
+from pgqw.worker.connection.listener import parse_due
+from tests.helpers import enqueue, heard, listen_waiting, one
 
 
 def _listener(connect) -> psycopg.Connection:
     listener = connect()
-    db.listen(listener)
+    listen_waiting(listener)
     return listener
-
-
-def _heard(listener: psycopg.Connection, writer: psycopg.Connection) -> list[tuple[str, str]]:
-    """Every notification sent before now, in order (the writer's sentinel ends the read)."""
-    writer.execute("select pg_notify('pgqw_jobs', %s)", [SENTINEL])
-    heard = []
-    for note in listener.notifies(timeout=10):
-        if note.payload == SENTINEL:
-            return heard
-        heard.append((note.channel, note.payload))
-    raise AssertionError(f"the sentinel never came; heard {heard}")
 
 
 def _claimed(conn: psycopg.Connection, queue: str = "default") -> db.ClaimedJob:
@@ -45,13 +32,13 @@ def _claimed(conn: psycopg.Connection, queue: str = "default") -> db.ClaimedJob:
 def test_sweep_wakes_workers_for_a_job_ready_a_second_that_no_claim_took(conn: psycopg.Connection, connect) -> None:
     listener = _listener(connect)
     db.sweep_stuck_at(conn, now=one(conn, "select now() + interval '1 hour' as t")["t"])
-    assert _heard(listener, conn) == []  # nothing ready: nobody is woken
+    assert heard(listener, conn) == []  # nothing ready: nobody is woken
     job = enqueue(conn)
-    assert _heard(listener, conn) == [("pgqw_jobs", "default")]  # the enqueue's own
+    assert heard(listener, conn) == [("pgqw_jobs", "default")]  # the enqueue's own
     db.sweep_stuck_at(conn, now=job.run_at + timedelta(milliseconds=900))
-    assert _heard(listener, conn) == []  # ready for less than a second: the enqueue's wake-up is enough
+    assert heard(listener, conn) == []  # ready for less than a second: the enqueue's wake-up is enough
     db.sweep_stuck_at(conn, now=job.run_at + timedelta(seconds=1))
-    assert _heard(listener, conn) == [("pgqw_jobs", "*")]  # still waiting: the safety net
+    assert heard(listener, conn) == [("pgqw_jobs", "*")]  # still waiting: the safety net
 
 
 def test_sweep_leaves_paused_rated_and_full_queues_to_their_own_wake_ups(conn: psycopg.Connection, connect) -> None:
@@ -64,13 +51,13 @@ def test_sweep_leaves_paused_rated_and_full_queues_to_their_own_wake_ups(conn: p
     listener = _listener(connect)
     later = one(conn, "select now() + interval '2 seconds' as t")["t"]  # ready a second; no lease expired
     db.sweep_stuck_at(conn, now=later)
-    assert _heard(listener, conn) == []
+    assert heard(listener, conn) == []
     # Its job ends: a slot is free. The worker that ran it claims again by itself; the sweep's safety
     # net wakes the others, for a job of a type that worker does not run.
     db.mark_succeeded(conn, job_id=running.id, lease_token=running.lease_token)
-    assert _heard(listener, conn) == []  # a completion wakes nobody
+    assert heard(listener, conn) == []  # a completion wakes nobody
     db.sweep_stuck_at(conn, now=later)
-    assert _heard(listener, conn) == [("pgqw_jobs", "*")]
+    assert heard(listener, conn) == [("pgqw_jobs", "*")]
 
 
 def test_set_queue_limit_and_rate_wake_the_queue(conn: psycopg.Connection, connect) -> None:
@@ -78,7 +65,7 @@ def test_set_queue_limit_and_rate_wake_the_queue(conn: psycopg.Connection, conne
     db.set_queue_limit(conn, queue="reports", max_running=2, create=True)
     db.set_queue_rate(conn, queue="reports", jobs_per_second=5)
     db.set_queue_limit(conn, queue="reports", max_running=None)
-    assert _heard(listener, conn) == [("pgqw_jobs", "reports")] * 3
+    assert heard(listener, conn) == [("pgqw_jobs", "reports")] * 3
 
 
 def test_a_rated_claim_announces_the_next_token_when_its_bucket_held_jobs_back(conn: psycopg.Connection,
@@ -88,14 +75,14 @@ def test_a_rated_claim_announces_the_next_token_when_its_bucket_held_jobs_back(c
         enqueue(conn, queue="rated")
     listener = _listener(connect)
     now = one(conn, "select now() as t")["t"]
-    claimed = conn.execute("select id from claim_jobs_at(%s, 'w1', 10)", [now]).fetchall()
+    claimed = conn.execute("select (r.job).id from claim_jobs_at(%s, 'w1', 10) r", [now]).fetchall()
     assert len(claimed) == 2
-    (channel, payload), = _heard(listener, conn)
+    (channel, payload), = heard(listener, conn)
     parsed = parse_due(payload)
     assert channel == "pgqw_jobs_at" and parsed is not None
     ms, more, queue = parsed
     assert (queue, more) == ("rated", False) and 1 <= ms <= 500
     # The third job taken with the next token: nothing is held back any more, nothing announced.
-    later = conn.execute("select id from claim_jobs_at(%s, 'w1', 10)", [now + timedelta(milliseconds=500)]).fetchall()
+    later = conn.execute("select (r.job).id from claim_jobs_at(%s, 'w1', 10) r", [now + timedelta(milliseconds=500)]).fetchall()
     assert len(later) == 1
-    assert _heard(listener, conn) == []
+    assert heard(listener, conn) == []

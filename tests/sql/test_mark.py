@@ -32,7 +32,7 @@ def test_mark_failed_with_attempts_left_schedules_retry_with_backoff(conn: psyco
     job = _claimed(conn)
     failed = one(
         conn,
-        "select *, run_at - now() as wait from mark_failed(%s, %s, 'render crashed')",
+        "select (r.job).*, r.already_recorded, (r.job).run_at - now() as wait from mark_failed(%s, %s, 'render crashed') r",
         [job.id, job.lease_token],
     )
     assert failed["status"] == "failed"
@@ -48,12 +48,12 @@ def test_mark_failed_waits_double_each_attempt(conn: psycopg.Connection) -> None
     enqueue(conn, max_attempts=5)
     waits = []
     for attempt in range(1, 5):
-        job = one(conn, "select * from claim_jobs_at(now() + interval '1 day', 'w1', 1)")
+        job = one(conn, "select (r.job).*, r.lease_token from claim_jobs_at(now() + interval '1 day', 'w1', 1) r")
         assert job["attempts"] == attempt
         row = one(
             conn,
-            "select status, run_at - now() as wait from mark_failed(%s, %s, 'x',"
-            " p_base_ms => 1000, p_max_jitter_ms => 100)",
+            "select (r.job).status, (r.job).run_at - now() as wait from mark_failed(%s, %s, 'x',"
+            " p_base_ms => 1000, p_max_jitter_ms => 100) r",
             [job["id"], job["lease_token"]],
         )
         assert row["status"] == "failed"
@@ -65,13 +65,13 @@ def test_mark_failed_waits_double_each_attempt(conn: psycopg.Connection) -> None
 def test_mark_failed_last_attempt_goes_dead(conn: psycopg.Connection) -> None:
     enqueue(conn, max_attempts=2)
     for attempt in (1, 2):
-        job = one(conn, "select * from claim_jobs_at(now() + interval '1 day', 'w1', 1)")
+        job = one(conn, "select (r.job).*, r.lease_token from claim_jobs_at(now() + interval '1 day', 'w1', 1) r")
         assert job["attempts"] == attempt
-        last = one(conn, "select * from mark_failed(%s, %s, 'still broken')", [job["id"], job["lease_token"]])
+        last = one(conn, "select (r.job).*, r.already_recorded from mark_failed(%s, %s, 'still broken') r", [job["id"], job["lease_token"]])
     assert last["status"] == "dead"
     assert last["finished_at"] is not None
     assert last["attempts"] == last["max_attempts"] == 2
-    assert rows(conn, "select * from claim_jobs_at(now() + interval '10 days', 'w1', 1)") == []
+    assert rows(conn, "select (r.job).*, r.lease_token from claim_jobs_at(now() + interval '10 days', 'w1', 1) r") == []
 
 
 def test_mark_failed_not_retryable_goes_dead_at_once(conn: psycopg.Connection) -> None:
@@ -84,8 +84,8 @@ def test_mark_failed_delay_is_capped(conn: psycopg.Connection) -> None:
     job = _claimed(conn)
     row = one(
         conn,
-        "select run_at - now() as wait from mark_failed(%s, %s, 'x', p_base_ms => 600000,"
-        " p_max_delay_ms => 1500)",
+        "select (r.job).run_at - now() as wait from mark_failed(%s, %s, 'x', p_base_ms => 600000,"
+        " p_max_delay_ms => 1500) r",
         [job.id, job.lease_token],
     )
     assert row["wait"].total_seconds() == 1.5
@@ -311,9 +311,9 @@ def test_mark_succeeded_after_a_hand_back_raises_ql409(conn: psycopg.Connection)
 
 
 @pytest.mark.parametrize("call", [
-    "select * from mark_succeeded('00000000-0000-0000-0000-000000000000', gen_random_uuid())",
-    "select * from mark_failed('00000000-0000-0000-0000-000000000000', gen_random_uuid(), 'x')",
-    "select * from release_job('00000000-0000-0000-0000-000000000000', gen_random_uuid())",
+    "select (r.job).*, r.already_recorded from mark_succeeded('00000000-0000-0000-0000-000000000000', gen_random_uuid()) r",
+    "select (r.job).*, r.already_recorded from mark_failed('00000000-0000-0000-0000-000000000000', gen_random_uuid(), 'x') r",
+    "select (r.job).*, r.already_recorded from release_job('00000000-0000-0000-0000-000000000000', gen_random_uuid()) r",
 ])
 def test_mark_unknown_job_still_raises_qn404(conn: psycopg.Connection, call: str) -> None:
     with pytest.raises(psycopg.Error) as exc:

@@ -149,3 +149,15 @@ def test_prune_jobs_of_any_age_is_refused_to_the_api_and_worker_roles(conn: psyc
     with pytest.raises(psycopg.Error) as exc:
         db.prune_jobs(conn, older_than=timedelta(days=1))
     assert exc.value.sqlstate == "42501"
+
+
+@pytest.mark.parametrize("status", db.STATUSES)
+def test_prune_takes_exactly_the_final_statuses_pgqw_db_lists(conn: psycopg.Connection, status: str) -> None:
+    """pgqw.db.FINAL (what the client waits for) is the database's own list of final statuses: prune_jobs
+    takes each of them and refuses every other status (QV400)."""
+    if status in db.FINAL:
+        assert db.prune_jobs(conn, older_than=timedelta(days=1), statuses=[status]) == 0
+    else:
+        with pytest.raises(psycopg.Error) as exc:
+            db.prune_jobs(conn, older_than=timedelta(days=1), statuses=[status])
+        assert exc.value.sqlstate == "QV400"

@@ -19,7 +19,7 @@ from tests.sql.test_queues import fill, processing, wait_until_blocked
 def claim_at(conn: psycopg.Connection, at: datetime, limit: int = 100, worker: str = "w",
              queues: list[str] | None = None) -> list[dict[str, Any]]:
     """claim_jobs_at as of `at` (the owner's clock): the rows claimed."""
-    return rows(conn, "select * from claim_jobs_at(%s, %s, %s, %s::text[])", [at, worker, limit, queues])
+    return rows(conn, "select (r.job).*, r.lease_token from claim_jobs_at(%s, %s, %s, %s::text[]) r", [at, worker, limit, queues])
 
 
 def bucket(conn: psycopg.Connection, queue: str) -> tuple[Any, Any]:
@@ -33,7 +33,7 @@ def ms(n: float) -> timedelta:
 
 def finish_rows(conn: psycopg.Connection, claimed: list[dict[str, Any]]) -> None:
     for job in claimed:
-        conn.execute("select * from mark_succeeded(%s, %s)", [job["id"], job["lease_token"]])
+        conn.execute("select (r.job).*, r.already_recorded from mark_succeeded(%s, %s) r", [job["id"], job["lease_token"]])
 
 
 # ---- setting it ----
@@ -218,7 +218,7 @@ def test_queue_rate_spends_tokens_only_on_jobs_claimed(conn: psycopg.Connection)
     t0 = db.set_queue_rate(conn, queue="r", jobs_per_second=3).rate_refilled_at
     assert [j["queue"] for j in claim_at(conn, t0, limit=2)] == ["free", "free"]
     assert claim_at(conn, t0, queues=["other"]) == []
-    assert rows(conn, "select * from claim_jobs_at(%s, 'w', 5, null, null, array['no-such-type'])", [t0]) == []
+    assert rows(conn, "select (r.job).*, r.lease_token from claim_jobs_at(%s, 'w', 5, null, null, array['no-such-type']) r", [t0]) == []
     assert bucket(conn, "r") == (3, t0)
     assert len(claim_at(conn, t0)) == 3
 

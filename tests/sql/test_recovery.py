@@ -132,7 +132,7 @@ def test_release_job_not_held_raises_ql409(conn: psycopg.Connection) -> None:
 def _dead(conn: psycopg.Connection, max_attempts: int = 2) -> db.Job:
     job = enqueue(conn, max_attempts=max_attempts)
     for _ in range(max_attempts):
-        claimed = one(conn, "select * from claim_jobs_at(now() + interval '1 day', 'w1', 1)")
+        claimed = one(conn, "select (r.job).*, r.lease_token from claim_jobs_at(now() + interval '1 day', 'w1', 1) r")
         conn.execute("select mark_failed(%s, %s, 'broken')", [job.id, claimed["lease_token"]])
     assert job_row(conn, job.id)["status"] == "dead"
     return job
@@ -144,7 +144,7 @@ def test_retry_dead_puts_job_back_with_attempts_continuing(conn: psycopg.Connect
     assert retried["status"] == "pending"
     assert retried["attempts"] == 2 and retried["max_attempts"] == 7
     assert retried["finished_at"] is None
-    again = one(conn, "select * from claim_job('w9')")
+    again = one(conn, "select (r.job).*, r.lease_token from claim_job('w9') r")
     assert again["id"] == job.id and again["attempts"] == 3
     assert [r["attempt"] for r in rows(conn, "select attempt from job_attempts where job_id = %s"
                                              " order by attempt", [job.id])] == [1, 2, 3]
@@ -217,8 +217,8 @@ def test_sweep_stuck_then_a_rerun_stores_one_result_and_the_crashed_attempt_none
                           result=("application/pdf", None, b"%PDF-late"))
     assert exc.value.sqlstate == "QL409"
     assert snapshot(conn) == before
-    assert db.get_flyer(conn, job_id=job.id) == b"%PDF-2"
-    assert db.count_flyers(conn, job_id=job.id) == 1
+    result = db.get_result(conn, job_id=job.id)
+    assert result is not None and bytes(result.data or b"") == b"%PDF-2"
     results_only_for_succeeded_jobs(conn)
 
 

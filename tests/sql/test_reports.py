@@ -1,6 +1,7 @@
 """queue_stats and the report functions: the numbers a DBA reads from psql and /metrics serves."""
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 
 import psycopg
@@ -53,7 +54,45 @@ def test_queue_stats_counts_jobs_attempts_and_events(conn: psycopg.Connection) -
 def test_queue_stats_on_empty_database_has_every_series(conn: psycopg.Connection) -> None:
     stats = db.queue_stats(conn)
     assert {s.label for s in stats if s.metric == "jobs"} == set(db.STATUSES)
+    assert {s.label for s in stats if s.metric == "attempts"} == {"running", *_outcomes_allowed(conn)}
     assert all(s.value == 0 for s in stats)
+
+
+def _outcomes_allowed(conn: psycopg.Connection) -> set[str]:
+    """The values job_attempts.outcome may take, as the database's own constraint lists them."""
+    [definition] = conn.execute("select pg_get_constraintdef(oid) from pg_constraint"
+                                " where conname = 'job_attempts_outcome_check'").fetchone()
+    return set(re.findall(r"'([a-z_]+)'", definition))
+
+
+@pytest.mark.parametrize("estimated", [False, True], ids=["exact", "estimated"])
+def test_queue_stats_counts_attempts_of_every_outcome(conn: psycopg.Connection, estimated: bool) -> None:
+    outcomes = sorted(_outcomes_allowed(conn))
+    # Each job with one attempt of every outcome: 3 jobs, or (estimated) 2,000, past the 10,000 attempts
+    # above which the planner's figures are read, with the statistics an ANALYZE gives.
+    jobs = 2000 if estimated else 3
+    conn.execute(
+        "insert into jobs (type, status, attempts, max_attempts, started_at, finished_at, idempotency_key, queue)"
+        " select 'listing_flyer', 'succeeded', %s, 10, now(), now(), 'out-' || i, 'outcomes'"
+        "   from generate_series(1, %s) i", [len(outcomes), jobs])
+    conn.execute(
+        "insert into job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome, error,"
+        " abandon_reason, lease_token_hash)"
+        " select j.id, o.n, 'w1', j.started_at, j.finished_at, o.outcome,"
+        "        case when o.outcome <> 'succeeded' then 'x' end,"
+        "        case when o.outcome = 'abandoned' then 'lease_expired' end, sha256(uuid_send(gen_random_uuid()))"
+        "   from jobs j cross join unnest(%s::text[]) with ordinality as o(outcome, n) where j.queue = 'outcomes'",
+        [outcomes])
+    if estimated:
+        conn.execute("analyze job_attempts")
+    stats = db.queue_stats(conn)
+    counts = {o: _stat(stats, "attempts", o) for o in outcomes}
+    if estimated:
+        assert _stat(stats, "stats_estimated", "job_attempts") == 1
+        assert all(2000 * 0.8 <= n <= 2000 * 1.2 for n in counts.values()), counts
+    else:
+        assert _stat(stats, "stats_estimated", "job_attempts") == 0
+        assert counts == {o: 3 for o in outcomes}
 
 
 def test_report_concurrency_peak_from_timestamps(conn: psycopg.Connection) -> None:

@@ -17,13 +17,13 @@ from psycopg.conninfo import make_conninfo
 from pgqw import db
 from pgqw.migrate import function_files
 from tests.helpers import LISTING, SCHEMA, database_copy, job_row, one, rows
-from tests.lab import queries
 from tests.sql import queue_state as states
 from tests.sql.queue_state import snapshot
 
 ROLES = ("pgqw_api", "pgqw_worker", "pgqw_admin")
-TABLES = ("jobs", "job_attempts", "job_results", "flyers", "queue_settings", "task_types", "task_type_settings",
-          "workers", "queues", "job_cancel_requests", "schedules", "job_waiters", "job_isolation", "migrations")
+TABLES = ("jobs", "job_attempts", "job_results", "queue_settings", "task_types", "task_type_settings",
+          "workers", "queues", "job_cancel_requests", "schedules", "job_waiters", "job_isolation", "job_dependencies",
+          "batches", "queue_waiters", "migrations")
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
 
 # The functions that change state run as their owner (security definer).
@@ -32,34 +32,45 @@ STATE_CHANGING = (
     "mark_jobs_succeeded", "mark_failed", "heartbeat", "sweep_stuck", "sweep_stuck_at", "release_job", "retry_dead",
     "register_task_types", "register_worker", "stop_worker", "prune_jobs", "prune_expired_jobs",
     "pause_queue", "resume_queue", "set_queue_limit", "set_queue_rate", "cancel_job", "mark_cancelled",
-    "set_schedule", "pause_schedule", "resume_schedule", "delete_schedule", "register_schedules",
-    "enqueue_schedule_slots",
-    # Who waits for which job (job_waiters), for pgqw.client.wait.
-    "watch_job", "unwatch_job",
+    "mark_timed_out", "set_schedule", "pause_schedule", "resume_schedule", "delete_schedule", "register_schedules",
+    "enqueue_schedule_slots", "snooze_job",
+    # Workflows, batches, limits per key, bulk actions (the reads are definer: they serve workers and the API).
+    "enqueue_batch", "batch_status", "workflow_jobs", "parent_results", "set_queue_key_limit", "retry_dead_jobs",
+    "cancel_jobs",
+    # Who waits for which job (job_waiters), for pgqw.client.wait; which worker waits for jobs (queue_waiters).
+    "watch_job", "unwatch_job", "wait_for_jobs",
     # Not a state change, but definer too: it reads jobs for workers, which may read no table.
     "next_run_at",
     # Likewise: the schedules, for the API, and their timing for a worker's scheduler.
     "list_schedules", "schedule_times",
 )
 # The owner's clock: claims and sweeps as of a time given. No role may execute them.
-OWNER_ONLY = {"raise_job_not_held", "raise_unknown_queue", "claim_jobs_at", "sweep_stuck_at"}
+OWNER_ONLY = {"raise_job_not_held", "raise_unknown_queue", "find_lease_attempt", "notify_watchers", "notify_due",
+              "claim_jobs_at", "settle_jobs", "judge_blocked", "serial_turn", "enqueue_jobs_into", "check_bulk_filter",
+              "sweep_stuck_at", "time_out_attempt", "has_waiters"}
 # The others run with the caller's rights: the reports need SELECT on what they read.
-INVOKER = ("backoff_delay", "raise_job_not_held", "raise_unknown_queue", "queue_stats", "report_concurrency",
-           "report_double_runs", "report_latest_jobs", "report_timeline", "check_schedule_cron", "cron_matches")
+INVOKER = ("backoff_delay", "raise_job_not_held", "raise_unknown_queue", "find_lease_attempt", "notify_watchers",
+           "notify_due", "settle_jobs", "judge_blocked", "serial_turn", "enqueue_jobs_into", "check_bulk_filter",
+           "time_out_attempt", "has_waiters", "waits_settled", "queue_stats", "report_concurrency",
+           "report_double_runs", "report_latest_jobs", "report_timeline", "check_schedule_cron", "cron_matches",
+           "list_queues", "list_worker_status", "list_task_types", "count_jobs_by_status", "get_job_result",
+           "queue_throughput")
 
 # Exactly what each role may do (db/security/grants.sql).
 EXECUTE = {
     "pgqw_api": {"enqueue_job", "enqueue_jobs", "retry_dead", "queue_stats", "pause_queue", "resume_queue",
                  "set_queue_limit", "set_queue_rate", "cancel_job", "pause_schedule", "resume_schedule", "list_schedules",
-                 "watch_job", "unwatch_job"},
+                 "watch_job", "unwatch_job", "list_queues", "list_worker_status", "list_task_types",
+                 "count_jobs_by_status", "get_job_result", "queue_throughput", "enqueue_batch", "batch_status",
+                 "workflow_jobs", "parent_results", "set_queue_key_limit", "retry_dead_jobs", "cancel_jobs"},
     "pgqw_worker": {"claim_job", "claim_jobs", "heartbeat", "mark_succeeded", "mark_jobs_succeeded",
                     "mark_failed", "release_job", "sweep_stuck", "register_task_types", "register_worker",
-                    "stop_worker", "prune_expired_jobs", "mark_cancelled", "enqueue_schedule_slots",
-                    "next_run_at", "schedule_times"},
+                    "stop_worker", "prune_expired_jobs", "mark_cancelled", "mark_timed_out", "enqueue_schedule_slots",
+                    "next_run_at", "schedule_times", "snooze_job", "parent_results", "wait_for_jobs", "waits_settled"},
     "pgqw_admin": (set(STATE_CHANGING) | set(INVOKER)) - OWNER_ONLY,
 }
 GRANTED = {
-    "pgqw_api": {(t, "SELECT") for t in ("jobs", "job_attempts", "job_results", "flyers", "task_types",
+    "pgqw_api": {(t, "SELECT") for t in ("jobs", "job_attempts", "job_results", "task_types",
                                          "task_type_settings", "workers", "queues",
                                          "job_cancel_requests", "schedules")},
     # Workers read no table: every answer they need comes from the functions.
@@ -69,7 +80,7 @@ GRANTED = {
 # A DBA's columns of task_types: the only ones an operator may update (never the code_* ones a
 # registration writes, nor the name).
 DBA_COLUMNS = {"queue", "priority", "max_attempts", "backoff_base_ms", "backoff_max_delay_ms",
-               "backoff_max_jitter_ms", "lease_ms"}
+               "backoff_max_jitter_ms", "lease_ms", "timeout_ms", "max_snoozes"}
 
 # One call of each function with arguments of the right types (what they point at does not matter:
 # a refused call stops before the function runs).
@@ -81,6 +92,9 @@ CALLS = {
     "watch_job": "select watch_job(gen_random_uuid())",
     "unwatch_job": "select unwatch_job(gen_random_uuid())",
     "mark_cancelled": "select * from mark_cancelled(gen_random_uuid(), gen_random_uuid())",
+    "mark_timed_out": "select * from mark_timed_out(gen_random_uuid(), gen_random_uuid())",
+    "time_out_attempt": "select time_out_attempt(gen_random_uuid(), 1)",
+    "snooze_job": "select * from snooze_job(gen_random_uuid(), gen_random_uuid(), p_delay_ms => 1000)",
     "queue_stats": "select * from queue_stats()",
     "claim_job": "select * from claim_job('w-refused')",
     "claim_jobs": "select * from claim_jobs('w-refused', 10)",
@@ -106,6 +120,21 @@ CALLS = {
     "backoff_delay": "select backoff_delay(1)",
     "raise_job_not_held": "select raise_job_not_held(gen_random_uuid(), 1)",
     "raise_unknown_queue": "select raise_unknown_queue('q-refused', false)",
+    "find_lease_attempt": "select * from find_lease_attempt(gen_random_uuid(), gen_random_uuid())",
+    "notify_watchers": "select notify_watchers(gen_random_uuid())",
+    "notify_due": "select notify_due('q', now())",
+    "settle_jobs": "select settle_jobs(array[gen_random_uuid()])",
+    "judge_blocked": "select judge_blocked(array[gen_random_uuid()])",
+    "serial_turn": "select serial_turn('k', 1)",
+    "enqueue_jobs_into": "select * from enqueue_jobs_into('[]', null)",
+    "check_bulk_filter": "select check_bulk_filter(null, null, null, null, null, 1)",
+    "enqueue_batch": "select * from enqueue_batch('[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"kb\"}]')",
+    "batch_status": "select * from batch_status(gen_random_uuid())",
+    "workflow_jobs": "select * from workflow_jobs(gen_random_uuid())",
+    "parent_results": "select * from parent_results(gen_random_uuid())",
+    "set_queue_key_limit": "select * from set_queue_key_limit('q-refused', 1, true)",
+    "retry_dead_jobs": "select retry_dead_jobs(p_type => 'refused')",
+    "cancel_jobs": "select cancel_jobs(p_type => 'refused')",
     "report_timeline": "select * from report_timeline(gen_random_uuid())",
     "report_concurrency": "select * from report_concurrency('w')",
     "report_double_runs": "select * from report_double_runs('w')",
@@ -119,6 +148,15 @@ CALLS = {
     "enqueue_schedule_slots": "select * from enqueue_schedule_slots('s-refused', array[now()])",
     "list_schedules": "select * from list_schedules()",
     "next_run_at": "select * from next_run_at()",
+    "wait_for_jobs": "select wait_for_jobs('w-refused')",
+    "waits_settled": "select waits_settled('3'::xid8)",
+    "has_waiters": "select has_waiters('q')",
+    "list_queues": "select * from list_queues()",
+    "list_worker_status": "select * from list_worker_status()",
+    "list_task_types": "select * from list_task_types()",
+    "count_jobs_by_status": "select * from count_jobs_by_status()",
+    "get_job_result": "select * from get_job_result(gen_random_uuid())",
+    "queue_throughput": "select * from queue_throughput(now() - interval '1 hour', now(), 60)",
 }
 
 # Direct writes to the two tables of the state machine: nobody but the owner.
@@ -161,7 +199,6 @@ OTHER_REFUSALS = {
         "select * from jobs",
         "select * from job_attempts",
         "select * from job_results",
-        "select * from flyers",
         "select * from task_types",
         "select * from task_type_settings",
         "select * from workers",
@@ -311,7 +348,8 @@ def test_api_role_enqueues_lists_reads_and_retries(conn: psycopg.Connection, as_
     assert db.count_by_status(api)["pending"] == 3
 
     done = states.succeeded(conn)
-    assert db.get_flyer(api, job_id=done.id) == states.PDF
+    result = db.get_result(api, job_id=done.id)
+    assert result is not None and bytes(result.data or b"") == states.PDF
     assert [a.outcome for a in db.get_attempts(api, job_id=done.id)] == ["succeeded"]
 
     dead = states.dead(conn, errors=("a", "b"))
@@ -360,7 +398,8 @@ def test_worker_role_registers_claims_heartbeats_marks_with_results_releases_swe
     again = db.mark_succeeded(worker, job_id=job.id, lease_token=job.lease_token,
                               result=("application/pdf", None, states.PDF))
     assert (again.status, again.already_recorded) == ("succeeded", True)
-    assert db.get_flyer(conn, job_id=job.id) == states.PDF
+    result = db.get_result(conn, job_id=job.id)
+    assert result is not None and bytes(result.data or b"") == states.PDF
 
     # the type's lease, batch claim and batch success with JSON results
     q = queue_of(2, type="role-test")
@@ -387,10 +426,16 @@ def test_worker_role_registers_claims_heartbeats_marks_with_results_releases_swe
     assert job is not None
     assert db.release_job(worker, job_id=job.id, lease_token=job.lease_token, reason="stopping").status == "pending"
 
+    # put off by its handler (Snooze)
+    q = queue_of(1)
+    job = db.claim_job(worker, worker_id="w1", queues=[q])
+    assert job is not None
+    assert db.snooze_job(worker, job_id=job.id, lease_token=job.lease_token, delay_ms=60_000).status == "pending"
+
     # a stuck job swept, by the server's clock: a worker that is gone claimed it an hour ago (the
     # owner's claim_jobs_at sets the time), so its lease has expired with no waiting
     q = queue_of(1, run_at=datetime.now(timezone.utc) - timedelta(hours=2))
-    job = db.ClaimedJob(**one(conn, "select * from claim_jobs_at(now() - interval '1 hour', 'w-gone', 1, %s)", [[q]]))
+    job = db.ClaimedJob(**one(conn, "select (r.job).*, r.lease_token from claim_jobs_at(now() - interval '1 hour', 'w-gone', 1, %s) r", [[q]]))
     swept = db.sweep_stuck(worker)
     assert [(s.job_id, s.status) for s in swept] == [(job.id, "pending")]
     after = job_row(conn, job.id)
@@ -411,14 +456,15 @@ def test_admin_role_reports_changes_settings_and_repairs(conn: psycopg.Connectio
 
     assert [r.attempt for r in db.report_timeline(admin, job_id=dead.id)] == [1, 2]
     assert [r.worker_id for r in db.report_concurrency(admin, prefix="w-admin")] == ["w-admin-test"]
-    assert db.report_double_runs(admin, prefix="w-admin").flyers == 1
+    assert db.report_double_runs(admin, prefix="w-admin").results == 1
     assert {r.id for r in db.report_latest_jobs(admin, limit=10)} == {dead.id, done.id}
     assert db.count_by_status(admin)["dead"] == 1
-    assert queries.summarize_jobs(admin, job_ids=[dead.id, done.id]).flyers == 1
+    assert one(admin, "select count(*) as n from job_results where job_id = any(%s)", [[dead.id, done.id]])["n"] == 1
     assert any(s.metric == "jobs" for s in db.queue_stats(admin))
     assert one(admin, "select backoff_delay(3, 1000, 0, 3600000, 0) as d")["d"] == timedelta(seconds=4)
     assert len(rows(admin, "select * from migrations")) >= 1
-    assert db.get_flyer(admin, job_id=done.id) == states.PDF
+    result = db.get_result(admin, job_id=done.id)
+    assert result is not None and bytes(result.data or b"") == states.PDF
 
     admin.execute("update queue_settings set lease_ms = 30000, retry_extra_attempts = 2")
     assert db.get_queue_settings(conn).lease_ms == 30_000

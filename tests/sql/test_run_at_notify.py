@@ -7,13 +7,13 @@ import psycopg
 import pytest
 
 from pgqw import db
-from pgqw.worker.listener import parse_due
-from tests.helpers import enqueue
+from pgqw.worker.connection.listener import parse_due
+from tests.helpers import enqueue, listen_waiting
 
 
 def _listener(connect) -> psycopg.Connection:
     listener = connect()
-    db.listen(listener)
+    listen_waiting(listener)
     return listener
 
 

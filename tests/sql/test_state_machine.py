@@ -322,8 +322,8 @@ class QueueMachine(RuleBasedStateMachine):
         key = f"key-{next(self.keys)}"
         run_at = None if delay_hours is None else self._unused(self.now + delay_hours * HOUR)
         before = _clock(self.db)
-        row = one(self.db, "select * from enqueue_job(%s::text, %s::jsonb, %s::text, %s::text, %s::integer,"
-                           " %s::timestamptz, %s::integer)",
+        row = one(self.db, "select (r.job).*, r.created from enqueue_job(%s::text, %s::jsonb, %s::text, %s::text,"
+                           " %s::integer, %s::timestamptz, %s::integer) r",
                   [spec["type"], Jsonb(spec["payload"]), key, spec["queue"], spec["priority"], run_at,
                    spec["max_attempts"]])
         after = _clock(self.db)
@@ -344,8 +344,8 @@ class QueueMachine(RuleBasedStateMachine):
         elif change == "priority":
             args["priority"] = job.priority + 1
         # max_attempts is not part of the request's identity: the existing job keeps its own.
-        query = ("select * from enqueue_job(%s::text, %s::jsonb, %s::text, %s::text, %s::integer,"
-                 " null::timestamptz, %s::integer)")
+        query = ("select (r.job).*, r.created from enqueue_job(%s::text, %s::jsonb, %s::text, %s::text, %s::integer,"
+                 " null::timestamptz, %s::integer) r")
         params = [args["type"], Jsonb(args["payload"]), job.key, args["queue"], args["priority"], max_attempts]
         if change != "same":
             self._expect_error("QI409", self.db, query, params)
@@ -370,7 +370,7 @@ class QueueMachine(RuleBasedStateMachine):
                 "type": existing.type, "payload": existing.payload, "queue": existing.queue,
                 "priority": existing.priority, "idempotency_key": existing.key, "max_attempts": 3})
         before = _clock(self.db)
-        got = rows(self.db, "select * from enqueue_jobs(%s::jsonb)", [Jsonb(elements)])
+        got = rows(self.db, "select (r.job).*, r.created from enqueue_jobs(%s::jsonb) r", [Jsonb(elements)])
         after = _clock(self.db)
         assert [r["idempotency_key"] for r in got] == [e["idempotency_key"] for e in elements]
         for element, row in zip(elements, got):
@@ -412,8 +412,8 @@ class QueueMachine(RuleBasedStateMachine):
         lease_ms = None if lease_hours is None else lease_hours * HOUR_MS
         conn = self._worker(worker)
         # The owner's claim as of the virtual now: claim_job and claim_jobs are claim_jobs_at at now().
-        got = rows(conn, "select * from claim_jobs_at(%s::timestamptz, %s::text, %s::integer, %s::text[],"
-                         " %s::integer, %s::text[])", [self.now, worker, limit, queues, lease_ms, types])
+        got = rows(conn, "select (r.job).*, r.lease_token from claim_jobs_at(%s::timestamptz, %s::text, %s::integer,"
+                         " %s::text[], %s::integer, %s::text[]) r", [self.now, worker, limit, queues, lease_ms, types])
         assert [r["id"] for r in got] == [j.id for j in expected], "claim took other jobs than the ready ones"
         lease = self.now + timedelta(milliseconds=lease_ms or SETTINGS_ROW["lease_ms"])
         for job, row in zip(expected, got):
@@ -446,7 +446,7 @@ class QueueMachine(RuleBasedStateMachine):
             results = None if results is None else results[:len(pairs)]
             expected = {i for i, t in pairs if i in self.jobs and self.jobs[i].holds(t)}
             recorded = {i for i, t in pairs if self._recorded(self.jobs.get(i), t, "succeeded")}
-            got = rows(conn, "select * from mark_jobs_succeeded(%s::uuid[], %s::uuid[], %s::jsonb)",
+            got = rows(conn, "select (r.job).*, r.already_recorded from mark_jobs_succeeded(%s::uuid[], %s::uuid[], %s::jsonb) r",
                        [[p[0] for p in pairs], [p[1] for p in pairs], None if results is None else Jsonb(results)])
             assert sorted(r["id"] for r in got if not r["already_recorded"]) == sorted(expected)
             assert sorted(r["id"] for r in got if r["already_recorded"]) == sorted(recorded)
@@ -465,7 +465,7 @@ class QueueMachine(RuleBasedStateMachine):
                 if given:
                     self._note("mark_jobs_succeeded stored a result")
             return
-        query = "select * from mark_succeeded(%s::uuid, %s::uuid, %s::text, %s::jsonb, %s::bytea)"
+        query = "select (r.job).*, r.already_recorded from mark_succeeded(%s::uuid, %s::uuid, %s::text, %s::jsonb, %s::bytea) r"
         content_type, value, data = result if result is not None else (None, None, None)
         params = [job.id if job else uuid.uuid4(), token, content_type,
                   Jsonb(value) if content_type == "application/json" else None, data]
@@ -510,8 +510,8 @@ class QueueMachine(RuleBasedStateMachine):
             base_ms, max_delay_ms = amount, None
         else:  # the cap lands the retry `amount` whole hours after the virtual now
             base_ms, max_delay_ms = INT_MAX, _ms(self.now - before) + amount * HOUR_MS
-        query = ("select * from mark_failed(%s::uuid, %s::uuid, %s::text, %s::boolean,"
-                 " %s::integer, %s::integer, %s::integer)")
+        query = ("select (r.job).*, r.already_recorded from mark_failed(%s::uuid, %s::uuid, %s::text, %s::boolean,"
+                 " %s::integer, %s::integer, %s::integer) r")
         params = [job.id if job else uuid.uuid4(), token, error, retryable, base_ms, jitter_ms, max_delay_ms]
         if error.strip(" ") == "":
             self._expect_error("QV400", conn, query, params)
@@ -550,7 +550,7 @@ class QueueMachine(RuleBasedStateMachine):
         """A worker shutting down hands the job back: pending at once, the try not spent."""
         job, token = self._target(whom)
         conn = self._worker(whom.worker)
-        query = "select * from release_job(%s::uuid, %s::uuid, %s::text)"
+        query = "select (r.job).*, r.already_recorded from release_job(%s::uuid, %s::uuid, %s::text) r"
         if job is None:
             self._expect_error("QN404", conn, query, [uuid.uuid4(), token, reason])
             return

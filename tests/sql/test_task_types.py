@@ -408,7 +408,7 @@ def test_mark_succeeded_stores_a_json_result_with_the_success(conn: psycopg.Conn
     assert result.created_at == job_row(conn, job.id)["finished_at"]
 
 
-def test_mark_succeeded_stores_a_bytes_result_and_a_pdf_of_a_flyer_job_is_its_flyer(conn: psycopg.Connection) -> None:
+def test_mark_succeeded_stores_a_bytes_result(conn: psycopg.Connection) -> None:
     flyer_job = claimed(conn, new_job(conn, "listing_flyer"))
     db.mark_succeeded(conn, job_id=flyer_job.id, lease_token=flyer_job.lease_token,
                       result=("application/pdf", None, b"%PDF-1.7"))
@@ -418,8 +418,8 @@ def test_mark_succeeded_stores_a_bytes_result_and_a_pdf_of_a_flyer_job_is_its_fl
     result = db.get_result(conn, job_id=other.id)
     assert result is not None and (result.content_type, result.value, bytes(result.data or b"")) == (
         "image/png", None, b"\x89PNG\x00\xff")
-    assert db.get_flyer(conn, job_id=flyer_job.id) == b"%PDF-1.7"
-    assert db.get_flyer(conn, job_id=other.id) is None  # not a listing_flyer's PDF
+    flyer = db.get_result(conn, job_id=flyer_job.id)
+    assert flyer is not None and (flyer.content_type, bytes(flyer.data or b"")) == ("application/pdf", b"%PDF-1.7")
 
 
 def test_mark_succeeded_without_a_result_stores_none(conn: psycopg.Connection) -> None:
@@ -444,7 +444,7 @@ def test_mark_succeeded_refuses_a_malformed_result_with_qv400_and_changes_nothin
     job = claimed(conn, new_job(conn, "noop"))
     before = snapshot(conn)
     with pytest.raises(psycopg.Error) as exc:
-        conn.execute(f"select * from mark_succeeded(%s, %s, {result_sql})", [job.id, job.lease_token])
+        conn.execute(f"select (r.job).*, r.already_recorded from mark_succeeded(%s, %s, {result_sql}) r", [job.id, job.lease_token])
     assert exc.value.sqlstate == "QV400"
     assert snapshot(conn) == before
     assert job_row(conn, job.id)["status"] == "processing"
@@ -490,7 +490,7 @@ def test_mark_jobs_succeeded_stores_json_results_per_job(conn: psycopg.Connectio
 
     # Fewer results than jobs: the ones left out have none.
     more = [claimed(conn, new_job(conn, "noop")) for _ in range(2)]
-    conn.execute("select * from mark_jobs_succeeded(%s::uuid[], %s::uuid[], '[{\"only\": \"first\"}]')",
+    conn.execute("select (r.job).*, r.already_recorded from mark_jobs_succeeded(%s::uuid[], %s::uuid[], '[{\"only\": \"first\"}]') r",
                  [[j.id for j in more], [j.lease_token for j in more]])
     assert db.get_result(conn, job_id=more[0].id).value == {"only": "first"}  # type: ignore[union-attr]
     assert db.get_result(conn, job_id=more[1].id) is None

@@ -68,14 +68,14 @@ def test_unique_for_unset_keeps_todays_idempotency(conn: psycopg.Connection) -> 
 
 
 @pytest.mark.parametrize("call", [
-    "select * from enqueue_job('t', '{}', 'k', p_unique_for => interval '0')",
-    "select * from enqueue_job('t', '{}', 'k', p_unique_for => interval '-1 hour')",
-    "select * from enqueue_job('t', '{}', 'k', p_unique_for => interval '367 days')",
-    f"select * from enqueue_job('t', '{{}}', '{'k' * 231}', p_unique_for => interval '1 hour')",
-    "select * from enqueue_jobs('[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"k\", \"unique_for_ms\": 0}]')",
-    "select * from enqueue_jobs('[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"k\", \"unique_for_ms\": \"1h\"}]')",
-    f"select * from enqueue_jobs('[{{\"type\": \"t\", \"payload\": {{}}, \"idempotency_key\": \"{'k' * 231}\","
-    " \"unique_for_ms\": 1000}]')",
+    "select (r.job).*, r.created from enqueue_job('t', '{}', 'k', p_unique_for => interval '0') r",
+    "select (r.job).*, r.created from enqueue_job('t', '{}', 'k', p_unique_for => interval '-1 hour') r",
+    "select (r.job).*, r.created from enqueue_job('t', '{}', 'k', p_unique_for => interval '367 days') r",
+    f"select (r.job).*, r.created from enqueue_job('t', '{{}}', '{'k' * 231}', p_unique_for => interval '1 hour') r",
+    "select (r.job).*, r.created from enqueue_jobs('[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"k\", \"unique_for_ms\": 0}]') r",
+    "select (r.job).*, r.created from enqueue_jobs('[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"k\", \"unique_for_ms\": \"1h\"}]') r",
+    f"select (r.job).*, r.created from enqueue_jobs('[{{\"type\": \"t\", \"payload\": {{}}, \"idempotency_key\": \"{'k' * 231}\","
+    " \"unique_for_ms\": 1000}]') r",
 ])
 def test_unique_for_bad_input_raises_qv400_and_changes_nothing(conn: psycopg.Connection, call: str) -> None:
     before = snapshot(conn)

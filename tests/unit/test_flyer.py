@@ -5,8 +5,8 @@ import io
 import pytest
 from pypdf import PdfReader
 
-from pgqw.listing import InvalidPayload
-from pgqw.worker.flyer import render_flyer
+from pgqw.demo.flyer import render_flyer
+from pgqw.demo.listing import InvalidPayload
 
 EXAMPLE = {
     "title": "3-bedroom apartment in Yaba",
@@ -93,7 +93,7 @@ def test_render_flyer_fits_longest_valid_fields():
     assert "1 bedroom" in text
     heights = text_heights(pdf)
     # The details end above the QR panel's caption: nothing overlaps.
-    assert heights["1 bedroom"] > heights["Scan for photos and full details"] + 20
+    assert heights["1 bedroom"] > heights["Scan to keep this flyer on your phone"] + 20
 
 
 def test_render_flyer_rejects_invalid_payload_naming_fields():

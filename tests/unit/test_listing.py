@@ -2,7 +2,7 @@
 
 import pytest
 
-from pgqw.listing import (
+from pgqw.demo.listing import (
     CURRENCIES,
     MAX_PRICE_MINOR,
     InvalidPayload,

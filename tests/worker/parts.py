@@ -1,11 +1,12 @@
 """Helpers for the in-process tests of the worker's parts: real database, no worker process."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import re
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import psycopg
 
@@ -20,8 +21,7 @@ AT = datetime(2025, 1, 1, 16, 43, 7, 167_000, tzinfo=timezone.utc)  # every test
 
 def settings(**changes: Any) -> Settings:
     """Quiet settings for worker w1: no simulated latency or failures, retries at once."""
-    base = Settings(worker_id="w1", concurrency=2, sim_min_latency_ms=0, sim_max_latency_ms=0, sim_failure_rate=0.0,
-                    retry_base_delay_ms=0, retry_max_jitter_ms=0)
+    base = Settings(worker_id="w1", concurrency=2, retry_base_delay_ms=0, retry_max_jitter_ms=0)
     return dataclasses.replace(base, **changes)
 
 
@@ -57,6 +57,10 @@ class Direct:
 
     def once(self, fn: Callable[[psycopg.Connection], T]) -> T:
         return fn(self.conn)
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        yield self.conn
 
     def check_pool(self) -> None:
         self.checks += 1

@@ -8,10 +8,11 @@ from pydantic import BaseModel
 
 from pgqw import db
 from pgqw.tasks import Registry
-from pgqw.worker.executor import Executor
-from pgqw.worker.heartbeat import Heartbeat
-from pgqw.worker.recorder import Recorder
-from pgqw.worker.slots import Slots
+from pgqw.worker.connection.heartbeat import Heartbeat
+from pgqw.worker.job.completion import Inline
+from pgqw.worker.job.executor import Executor
+from pgqw.worker.job.recorder import Recorder
+from pgqw.worker.job.slots import Slots
 from tests.helpers import job_row, one, rows
 from tests.worker.parts import Direct, claimed, log, settings
 
@@ -24,8 +25,8 @@ def _worker(conn: psycopg.Connection, tasks: Registry):
     slots = Slots(2, clock=lambda: 0.0)
     worker_log, out = log()
     database = Direct(conn)
-    recorder = Recorder(settings(), slots, worker_log, database, batch=False)
-    executor = Executor(settings(), tasks, slots, worker_log, database, recorder, clock=lambda: 1.5)
+    recorder = Recorder(settings(), slots, worker_log, database)
+    executor = Executor(settings(), tasks, slots, worker_log, database, Inline(recorder), clock=lambda: 1.5)
     beat = Heartbeat(settings(), slots, worker_log, database.once, clock=lambda: 0.0)
     return executor, beat, slots, out
 

@@ -1,11 +1,11 @@
-"""worker/claimer.py: claims only for free slots, starts and dispatches each job, tells the lease."""
+"""worker/job/claimer.py: claims only for free slots, starts and dispatches each job, tells the lease."""
 from __future__ import annotations
 
 import psycopg
 import pytest
 
-from pgqw.worker.claimer import Claimer, ClaimRequest
-from pgqw.worker.slots import Running, Slots
+from pgqw.worker.job.claimer import ClaimRequest, claimer_for
+from pgqw.worker.job.slots import Running, Slots
 from tests.helpers import enqueue, job_row
 from tests.worker.parts import Direct, log
 
@@ -23,8 +23,8 @@ def _claimer(conn: psycopg.Connection, cap: int, *, batch: bool, request: ClaimR
         return direct.once(fn)
 
     worker_log, out = log()
-    claimer = Claimer(request or ClaimRequest("w1"), slots, worker_log, run, batch=batch,
-                      dispatch=dispatched.append, on_lease=leases.append, stopping=lambda: stopping)
+    claimer = claimer_for(batch)(request or ClaimRequest("w1"), slots, worker_log, run,
+                                 dispatch=dispatched.append, on_lease=leases.append, stopping=lambda: stopping)
     return claimer, slots, dispatched, leases, calls, out
 
 

@@ -1,4 +1,4 @@
-"""worker/database.py: a transient error is retried with a capped backoff and logged; nothing else is."""
+"""worker/connection/database.py: a transient error is retried with a capped backoff and logged; nothing else is."""
 from __future__ import annotations
 
 import threading
@@ -7,7 +7,7 @@ from typing import Iterator
 import psycopg
 import pytest
 
-from pgqw.worker.database import Backoff, Database, WorkerExiting, connect_kwargs, is_transient
+from pgqw.worker.connection.database import Backoff, Database, WorkerExiting, connect_kwargs, is_transient
 from tests.worker.parts import log, settings
 
 

@@ -1,4 +1,4 @@
-"""worker/executor.py: a task's handler run with its validated payload, and what came of it."""
+"""worker/job/executor.py: a task's handler run with its validated payload, and what came of it."""
 from __future__ import annotations
 
 import asyncio
@@ -9,9 +9,10 @@ from pydantic import BaseModel
 
 from pgqw import db
 from pgqw.tasks import File, PermanentError, Registry, Retry, TransientError
-from pgqw.worker.executor import Executor, describe
-from pgqw.worker.recorder import Failed, Recorder, Succeeded
-from pgqw.worker.slots import Slots
+from pgqw.worker.job.completion import Inline
+from pgqw.worker.job.executor import Executor, describe
+from pgqw.worker.job.recorder import Failed, Recorder, Succeeded
+from pgqw.worker.job.slots import Slots
 from tests.worker.parts import Direct, claimed, log, settings
 
 
@@ -23,8 +24,8 @@ def _executor(conn: psycopg.Connection, tasks: Registry):
     slots = Slots(2, clock=lambda: 0.0)
     worker_log, out = log()
     database = Direct(conn)
-    recorder = Recorder(settings(), slots, worker_log, database, batch=False)
-    return Executor(settings(), tasks, slots, worker_log, database, recorder, clock=lambda: 1.5), slots, out
+    recorder = Recorder(settings(), slots, worker_log, database)
+    return Executor(settings(), tasks, slots, worker_log, database, Inline(recorder), clock=lambda: 1.5), slots, out
 
 
 def _tasks() -> Registry:

@@ -1,4 +1,4 @@
-"""worker/heartbeat.py: when a lease is due, what a heartbeat extends, and what it finds lost."""
+"""worker/connection/heartbeat.py: when a lease is due, what a heartbeat extends, and what it finds lost."""
 from __future__ import annotations
 
 import threading
@@ -6,8 +6,8 @@ import threading
 import psycopg
 
 from pgqw import db
-from pgqw.worker.heartbeat import Heartbeat
-from pgqw.worker.slots import Slots
+from pgqw.worker.connection.heartbeat import Heartbeat
+from pgqw.worker.job.slots import Slots
 from tests.helpers import one
 from tests.worker.parts import Direct, claimed, log, settings, steal
 

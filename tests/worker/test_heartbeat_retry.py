@@ -1,4 +1,4 @@
-"""worker/heartbeat.py after a failed heartbeat: the next try comes within a tenth of the shortest lease
+"""worker/connection/heartbeat.py after a failed heartbeat: the next try comes within a tenth of the shortest lease
 held, and before the first lease runs out, however long the backoff has grown."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Callable, TypeVar
 
 import psycopg
 
-from pgqw.worker.heartbeat import RETRY_MIN_S, Heartbeat
-from pgqw.worker.slots import Slots
+from pgqw.worker.connection.heartbeat import RETRY_MIN_S, Heartbeat
+from pgqw.worker.job.slots import Slots
 from tests.helpers import one
 from tests.worker.parts import Direct, claimed, log, settings
 

@@ -13,9 +13,10 @@ from pydantic import BaseModel
 
 from pgqw import db, hooks
 from pgqw.tasks import PermanentError, Registry
-from pgqw.worker.executor import Executor
-from pgqw.worker.recorder import Failed, Recorder, Succeeded
-from pgqw.worker.slots import Slots
+from pgqw.worker.job.completion import Inline
+from pgqw.worker.job.executor import Executor
+from pgqw.worker.job.recorder import Failed, Recorder, Succeeded
+from pgqw.worker.job.slots import Slots
 from tests.worker.parts import Direct, Lines, claimed, log, settings
 
 current: contextvars.ContextVar[str] = contextvars.ContextVar("current", default="none")
@@ -50,8 +51,8 @@ def _executor(conn: psycopg.Connection, around: hooks.Hooks, seen: dict[str, Any
     slots = Slots(2, clock=lambda: 0.0)
     worker_log, out = log()
     database = Direct(conn)
-    recorder = Recorder(settings(), slots, worker_log, database, batch=False)
-    executor = Executor(settings(), _tasks({} if seen is None else seen), slots, worker_log, database, recorder,
+    recorder = Recorder(settings(), slots, worker_log, database)
+    executor = Executor(settings(), _tasks({} if seen is None else seen), slots, worker_log, database, Inline(recorder),
                         clock=lambda: 1.5, around=around)
     return executor, slots, out
 

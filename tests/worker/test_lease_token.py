@@ -10,21 +10,22 @@ import uuid
 import psycopg
 
 from pgqw import db
-from pgqw.worker.heartbeat import Heartbeat
-from pgqw.worker.recorder import Failed, Recorder, Succeeded
+from pgqw.worker.connection.heartbeat import Heartbeat
+from pgqw.worker.job.completion import Batch
+from pgqw.worker.job.recorder import Failed, Recorder, Succeeded
+from pgqw.worker.job.slots import Running, Slots
 from pgqw.worker.shutdown import Shutdown
-from pgqw.worker.slots import Running, Slots
 from tests.helpers import job_row, one
 from tests.worker.parts import Direct, Recording, claimed, log, settings, steal
 
 
-def _parts(conn: psycopg.Connection, database: Direct, *, batch: bool = False):
+def _parts(conn: psycopg.Connection, database: Direct):
     """A heartbeat, a recorder and a shutdown sharing one worker's slots, log and database."""
     slots = Slots(5, clock=lambda: 0.0)
     worker_log, out = log()
     s = settings()
     beat = Heartbeat(s, slots, worker_log, database.once, clock=lambda: 0.0)
-    recorder = Recorder(s, slots, worker_log, database, batch=batch)
+    recorder = Recorder(s, slots, worker_log, database)
     shutdown = Shutdown(s, slots, worker_log, database, clock=lambda: 0.0)
     return beat, recorder, shutdown, slots, out
 
@@ -55,7 +56,7 @@ def test_lease_token_of_the_running_is_what_heartbeat_recorder_and_shutdown_send
     recorder.record(succeeded, Succeeded(), 0.1)
     recorder.record(failed, Failed("boom"), 0.1)
     shutdown.hand_back(handed_back)
-    batch_recorder = Recorder(settings(), slots, log()[0], database, batch=True)
+    batch_recorder = Batch(Recorder(settings(), slots, log()[0], database))
     batch_recorder.record(batched, Succeeded(("application/json", [1], None)), 0.1)
     assert batch_recorder.drain(timeout=0) == 1
 

@@ -1,4 +1,4 @@
-"""worker/listener.py: which notifications wake the main loop, and a lost LISTEN connection."""
+"""worker/connection/listener.py: which notifications wake the main loop, and a lost LISTEN connection."""
 from __future__ import annotations
 
 import threading
@@ -6,7 +6,8 @@ import threading
 import psycopg
 import pytest
 
-from pgqw.worker.listener import Listener
+from pgqw import db
+from pgqw.worker.connection.listener import Listener
 from tests.helpers import enqueue, one
 from tests.worker.parts import log
 
@@ -29,6 +30,7 @@ def test_listener_wakes_the_main_loop_for_its_queue_only(db_url: str, conn: psyc
         assert out.lines("listen") == ["reconnected; claiming in case a notification was missed"]
         assert wake.is_set()
         wake.clear()
+        db.wait_for_jobs(conn, worker_id="elsewhere")  # a worker of every queue waits: producers notify
         enqueue(conn, queue="default")
         assert listener.poll(timeout=5, stop_after=1) == ["default"]
         assert not wake.is_set()
@@ -45,6 +47,7 @@ def test_listener_lost_connection_is_raised_closed_and_reconnected(db_url: str, 
     listener = Listener(lambda: psycopg.connect(db_url, autocommit=True), None, wake, worker_log, threading.Event())
     try:
         listener.poll(timeout=0)
+        db.wait_for_jobs(conn, worker_id="w1")
         pid = listener.conn.info.backend_pid
         assert one(conn, "select pg_terminate_backend(%s) as done", [pid])["done"]
         with pytest.raises(psycopg.OperationalError):

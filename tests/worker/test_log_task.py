@@ -11,10 +11,11 @@ from contextlib import contextmanager
 import psycopg
 
 from pgqw.tasks import Registry
-from pgqw.worker.executor import Executor
+from pgqw.worker.job.completion import Inline
+from pgqw.worker.job.executor import Executor
+from pgqw.worker.job.recorder import Outcome, Recorder, Succeeded
+from pgqw.worker.job.slots import Running, Slots
 from pgqw.worker.log import Log, route_task_log
-from pgqw.worker.recorder import Outcome, Recorder, Succeeded
-from pgqw.worker.slots import Running, Slots
 from tests.worker.parts import AT, Direct, Lines, claimed, settings
 
 
@@ -67,7 +68,7 @@ def _run(conn: psycopg.Connection, type_: str, *, log_format: str = "text") -> t
     slots = Slots(2, clock=lambda: 0.0)
     database = Direct(conn)
     executor = Executor(settings(), _tasks(), slots, worker_log, database,
-                        Recorder(settings(), slots, worker_log, database, batch=False), clock=lambda: 1.5)
+                        Inline(Recorder(settings(), slots, worker_log, database)), clock=lambda: 1.5)
     run, _, _ = slots.take(claimed(conn, type=type_, payload={"n": 2}, queue="reports"))
     return run, executor.outcome(run), out
 

@@ -1,4 +1,4 @@
-"""worker/pruner.py: one prune_expired_jobs batch per round when due, by the database's retention, with an
+"""worker/maintenance/pruner.py: one prune_expired_jobs batch per round when due, by the database's retention, with an
 injected clock."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import psycopg
 
 from pgqw import db
 from pgqw.worker.loop import MainLoop
-from pgqw.worker.pruner import Pruner
+from pgqw.worker.maintenance.pruner import Pruner
 from tests.helpers import rows
 from tests.worker.parts import Direct, claimed, log, settings
 

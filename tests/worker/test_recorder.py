@@ -1,22 +1,31 @@
-"""worker/recorder.py: results recorded, answered already recorded after a lost reply, or refused."""
+"""worker/job/recorder.py: results recorded, answered already recorded after a lost reply, or refused."""
 from __future__ import annotations
 
 import psycopg
 import pytest
 
 from pgqw import db
-from pgqw.worker.claimer import Claimer, ClaimRequest
-from pgqw.worker.recorder import EARLIER_TRY, Failed, Recorder, Refused, Succeeded
-from pgqw.worker.slots import Running, Slots
+from pgqw.worker.job.claimer import ClaimRequest, claimer_for
+from pgqw.worker.job.completion import Batch
+from pgqw.worker.job.recorder import EARLIER_TRY, Failed, Recorder, Refused, Succeeded
+from pgqw.worker.job.slots import Running, Slots
 from tests.helpers import enqueue, job_row, one, rows
 from tests.worker.parts import Direct, LostReply, claimed, log, settings, steal
 
 
-def _recorder(conn: psycopg.Connection, *, batch: bool = False, lost_reply: bool = False, cap: int = 3):
+def _recorder(conn: psycopg.Connection, *, batch: bool = False, lost_reply: bool = False, cap: int = 3,
+              claims: dict | None = None):
+    """The inline recorder, or the batch completion (batch); claims: the batch's claimer's settings."""
     slots = Slots(cap, clock=lambda: 0.0)
     worker_log, out = log()
     database = (LostReply if lost_reply else Direct)(conn)
-    return Recorder(settings(), slots, worker_log, database, batch=batch), slots, database, out
+    recorder = Recorder(settings(), slots, worker_log, database)
+    if not batch:
+        return recorder, slots, database, out
+    claimer = None
+    if claims is not None:
+        claimer = claimer_for(claims.pop("batch_claim"))(ClaimRequest("w1"), slots, worker_log, database.once, **claims)
+    return Batch(recorder, claimer=claimer), slots, database, out
 
 
 def test_recorder_success_frees_the_slot_and_logs_it(conn: psycopg.Connection) -> None:
@@ -128,10 +137,9 @@ def test_recorder_batch_records_many_successes_in_one_call(conn: psycopg.Connect
 
 
 def _claiming_recorder(conn: psycopg.Connection, cap: int, *, batch_claim: bool = True, stopping: bool = False):
-    recorder, slots, database, out = _recorder(conn, batch=True, cap=cap)
     started: list[Running] = []
-    recorder.claimer = Claimer(ClaimRequest("w1"), slots, recorder.log, database.once, batch=batch_claim,
-                               dispatch=started.append, stopping=lambda: stopping)
+    recorder, slots, database, out = _recorder(conn, batch=True, cap=cap, claims={
+        "batch_claim": batch_claim, "dispatch": started.append, "stopping": lambda: stopping})
     return recorder, slots, database, out, started
 
 

@@ -1,4 +1,4 @@
-"""worker/recorder.py: a result the database cannot store fails its attempt at once, with what was wrong,
+"""worker/job/recorder.py: a result the database cannot store fails its attempt at once, with what was wrong,
 instead of being left for its lease to run out; the other jobs of its batch succeed."""
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import pytest
 from pydantic import BaseModel
 
 from pgqw.tasks import File, Registry
-from pgqw.worker.claimer import Claimer, ClaimRequest
-from pgqw.worker.database import is_transient
-from pgqw.worker.executor import Executor
-from pgqw.worker.recorder import Failed, Recorder, Succeeded
-from pgqw.worker.slots import Running, Slots
+from pgqw.worker.connection.database import is_transient
+from pgqw.worker.job.claimer import ClaimRequest, claimer_for
+from pgqw.worker.job.completion import Batch, Inline
+from pgqw.worker.job.executor import Executor
+from pgqw.worker.job.recorder import Failed, Recorder, Succeeded
+from pgqw.worker.job.slots import Running, Slots
 from tests.helpers import enqueue, job_row, rows
 from tests.worker.parts import Direct, LostReply, claimed, log, settings
 
@@ -21,11 +22,19 @@ NUL_ERROR = ("the result could not be stored: unsupported Unicode escape sequenc
              "\\u0000 cannot be converted to text (22P05)")
 
 
-def _recorder(conn: psycopg.Connection, *, batch: bool = False, lost_reply: bool = False):
+def _recorder(conn: psycopg.Connection, *, batch: bool = False, lost_reply: bool = False,
+              claims: dict | None = None):
+    """The inline recorder, or the batch completion (batch); claims: the batch's claimer's settings."""
     slots = Slots(5, clock=lambda: 0.0)
     worker_log, out = log()
     database = (LostReply if lost_reply else Direct)(conn)
-    return Recorder(settings(), slots, worker_log, database, batch=batch), slots, database, out
+    recorder = Recorder(settings(), slots, worker_log, database)
+    if not batch:
+        return recorder, slots, database, out
+    claimer = None
+    if claims is not None:
+        claimer = claimer_for(claims.pop("batch_claim"))(ClaimRequest("w1"), slots, worker_log, database.once, **claims)
+    return Batch(recorder, claimer=claimer), slots, database, out
 
 
 def _attempts(conn: psycopg.Connection, run: Running) -> list[tuple[str, str | None]]:
@@ -69,11 +78,9 @@ def test_recorder_result_the_database_cannot_take_says_what_was_wrong(conn: psyc
 @pytest.mark.parametrize("claims", [None, "batch", "one by one"])
 def test_recorder_batch_with_a_result_it_cannot_store_records_the_others(conn: psycopg.Connection,
                                                                          claims: str | None) -> None:
-    recorder, slots, database, out = _recorder(conn, batch=True)
     started: list[Running] = []
-    if claims is not None:
-        recorder.claimer = Claimer(ClaimRequest("w1"), slots, recorder.log, database.once, batch=claims == "batch",
-                                   dispatch=started.append, stopping=lambda: False)
+    recorder, slots, database, out = _recorder(conn, batch=True, claims=None if claims is None else {
+        "batch_claim": claims == "batch", "dispatch": started.append, "stopping": lambda: False})
     runs = [slots.take(claimed(conn, lease_ms=LONG_LEASE_MS))[0] for _ in range(3)]
     waiting = enqueue(conn)  # what the freed slots may claim
     recorder.record(runs[0], Succeeded(("application/json", {"n": 0}, None)), 0.1)
@@ -101,8 +108,8 @@ def test_executor_handler_returning_a_nul_in_json_ends_dead_at_once(conn: psycop
     slots = Slots(2, clock=lambda: 0.0)
     worker_log, out = log()
     database = Direct(conn)
-    recorder = Recorder(settings(), slots, worker_log, database, batch=False)
-    executor = Executor(settings(), tasks, slots, worker_log, database, recorder, clock=lambda: 1.5)
+    recorder = Recorder(settings(), slots, worker_log, database)
+    executor = Executor(settings(), tasks, slots, worker_log, database, Inline(recorder), clock=lambda: 1.5)
     for kind in ("nul", "nul_file"):
         run, _, _ = slots.take(claimed(conn, type=kind, payload={"n": 1}, lease_ms=LONG_LEASE_MS))
         executor.execute(run)

@@ -1,4 +1,4 @@
-"""worker/scheduler.py in-process: a real database, the clock injected (a time before the server's, so
+"""worker/maintenance/scheduler.py in-process: a real database, the clock injected (a time before the server's, so
 every slot it finds due is in the server's past), no sleeps."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from pgqw import db
 from pgqw.cron import due_slots, next_slot, next_slot_of
 from pgqw.tasks import Context, Registry, Schedule, TaskDefinitionError
-from pgqw.worker.scheduler import REREAD_S, Scheduler
+from pgqw.worker.maintenance.scheduler import REREAD_S, Scheduler
 from tests.helpers import rows
 from tests.worker.conftest import wait_for
 from tests.worker.parts import Direct, log

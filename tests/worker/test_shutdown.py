@@ -6,9 +6,9 @@ import threading
 
 import psycopg
 
-from pgqw.worker.recorder import EARLIER_TRY
+from pgqw.worker.job.recorder import EARLIER_TRY
+from pgqw.worker.job.slots import Slots
 from pgqw.worker.shutdown import Shutdown, Signals
-from pgqw.worker.slots import Slots
 from tests.helpers import job_row
 from tests.worker.parts import Direct, LostReply, claimed, log, settings, steal
 
@@ -51,6 +51,7 @@ def test_shutdown_job_handed_on_meanwhile_is_not_handed_back(conn: psycopg.Conne
     shutdown.hand_back(run)
     [line] = out.lines("not handed back")
     assert "is no longer held by its lease" in line and "w1" not in line and slots.free_count() == 3
+    assert "the sweep will recover it" not in line  # another worker holds it: nothing for a sweep to do
     assert job_row(conn, run.job.id)["locked_by"] == "w2"  # the thief's attempt is left alone
 
 

@@ -1,10 +1,10 @@
-"""worker/slots.py: the cap, the peak, and the lease each held job was granted."""
+"""worker/job/slots.py: the cap, the peak, and the lease each held job was granted."""
 from __future__ import annotations
 
 import psycopg
 
 from pgqw import db
-from pgqw.worker.slots import Slots, granted_lease_ms
+from pgqw.worker.job.slots import Slots, granted_lease_ms
 from tests.worker.parts import claimed
 
 

@@ -1,4 +1,4 @@
-"""worker/loop.py (Wakeup, MainLoop.next_wait) and worker/listener.py: when a worker wakes for a job that
+"""worker/wakeup.py, worker/loop.py (MainLoop.next_wait) and worker/connection/listener.py: when a worker wakes for a job that
 comes due later. Time is an injected clock; no sleeps."""
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import threading
 import psycopg
 import pytest
 
-from pgqw.worker.listener import Listener, parse_due
-from pgqw.worker.loop import ASK_LIMIT, MainLoop, Wakeup
+from pgqw import db
+from pgqw.worker.connection.listener import Listener, parse_due
+from pgqw.worker.loop import ASK_LIMIT, MainLoop
+from pgqw.worker.wakeup import Wakeup
 from tests.worker.parts import Direct, log, settings
 
 
@@ -203,6 +205,7 @@ def test_listener_hears_a_job_for_later_from_the_database(db_url: str, conn: psy
         listener.poll(timeout=0)  # connects: unsure from now, and claims once
         assert wake.needs_asking(wake.clock()) and wake.is_set()
         wake.clear()
+        db.wait_for_jobs(conn, worker_id="w1")  # a worker waits: producers notify
         before = wake.clock()
         conn.execute("select enqueue_job('noop', '{}', 'later', p_run_at => now() + interval '2 seconds')")
         assert len(listener.poll(timeout=5, stop_after=1)) == 1

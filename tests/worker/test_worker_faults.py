@@ -39,7 +39,7 @@ def test_worker_sigkill_mid_job_is_recovered_by_another_workers_sweep(conn, star
         first = db.get_attempts(conn, job_id=job_id)[0]
         assert "worker kill-a stopped responding" in first.error
         assert first.finished_at >= killed_at  # held (heartbeats) until the kill, swept after
-        assert db.count_flyers(conn, job_id=job_id) == 1
+        assert db.get_result(conn, job_id=job_id) is not None
     swept = rescuer.lines("swept")
     assert len(swept) == 3 and all("of worker kill-a" in line and line.endswith("→ pending") for line in swept)
 
@@ -130,7 +130,7 @@ def test_worker_survives_pg_terminate_backend_mid_run(conn, start_worker, until_
     # up as an abandoned attempt recovered by the sweep, never as a failure).
     assert rows(conn, "select count(*) as n from job_attempts where outcome = 'failed'")[0]["n"] == 0
     assert rows(conn, "select count(*) as n from job_attempts where outcome is null")[0]["n"] == 0
-    assert all(db.count_flyers(conn, job_id=job_id) == 1 for job_id in ids)
+    assert all(db.get_result(conn, job_id=job_id) is not None for job_id in ids)
 
     worker.wait_log("listen")  # "listen  reconnected; …"
     time.sleep(0.5)  # idle: the claim after the last success is done, so only a NOTIFY can wake it
@@ -182,7 +182,7 @@ def test_worker_job_past_lease_without_heartbeat_is_swept_and_late_result_ignore
     assert "attempt 1 is no longer held by its lease" in ignored
     assert outcomes(conn, job.id)[-1] == (2, "rescuer", "succeeded")  # the late result changed nothing
     assert job_row(conn, job.id)["status"] == "succeeded"
-    assert db.count_flyers(conn, job_id=job.id) == 1
+    assert db.get_result(conn, job_id=job.id) is not None
 
 
 def test_worker_without_lease_setting_heartbeats_for_the_table_lease(conn, start_worker, until_all) -> None:
@@ -224,7 +224,7 @@ def test_worker_frozen_past_its_lease_stores_no_flyer_for_a_job_that_went_dead(c
         frozen.signal(signal.SIGCONT)
     frozen.wait_log("ignored late result", timeout=15)
     assert job_row(conn, job.id)["status"] == "dead"
-    assert db.count_flyers(conn, job_id=job.id) == 0
+    assert db.get_result(conn, job_id=job.id) is None
     assert [(a.worker_id, a.outcome, a.abandon_reason) for a in db.get_attempts(conn, job_id=job.id)] == [
         ("frozen", "abandoned", "lease_expired")]
     assert frozen.lines("success") == []

@@ -7,7 +7,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections import defaultdict
 
 import psycopg
@@ -84,8 +83,10 @@ def test_worker_flyer_pdf_has_title_price_and_address(conn, start_worker, until_
     start_worker("pdf", env={"PUBLIC_URL": "https://flyers.example"})
     job = enqueue(conn)
     until_all([job.id], "succeeded")
-    pdf = db.get_flyer(conn, job_id=job.id)
-    assert pdf is not None and pdf.startswith(b"%PDF-")
+    result = db.get_result(conn, job_id=job.id)
+    assert result is not None
+    pdf = bytes(result.data or b"")
+    assert pdf.startswith(b"%PDF-")
     reader = PdfReader(io.BytesIO(pdf))
     assert len(reader.pages) == 1
     text = " ".join(" ".join(page.extract_text() for page in reader.pages).split())
@@ -134,8 +135,9 @@ def test_worker_invalid_payload_goes_dead_at_once(conn, start_worker, until_all)
     assert row["last_error"].startswith("invalid payload: ")
     assert "priceMinor: Input should be a valid integer" in row["last_error"]
     assert "bedrooms: Input should be a valid integer" in row["last_error"]
-    assert db.count_flyers(conn, job_id=job.id) == 0
-    assert len(worker.lines("dead")) == 1 and not worker.lines("failed")
+    assert db.get_result(conn, job_id=job.id) is None
+    # A job's line is logged just after its commit: wait for it rather than read the log at once.
+    assert len(worker.wait_log("dead")) == 1 and not worker.lines("failed")
 
 
 def test_worker_transient_failures_retry_with_backoff_then_dead(conn, start_worker, until_all) -> None:
@@ -148,7 +150,7 @@ def test_worker_transient_failures_retry_with_backoff_then_dead(conn, start_work
     # Backoff from the stored function: 100 ms after the first failure, 200 ms after the second.
     assert (tries[1].started_at - tries[0].finished_at).total_seconds() >= 0.1
     assert (tries[2].started_at - tries[1].finished_at).total_seconds() >= 0.2
-    failed = worker.lines("failed")
+    failed = worker.wait_log("failed", count=3)
     assert len(failed) == 3
     assert all("next run" in line for line in failed[:2]) and failed[2].endswith("(running 0/5, peak 1)")
     assert "→ dead" in failed[2]
@@ -164,43 +166,61 @@ def test_worker_listen_starts_job_long_before_poll(conn, start_worker, until_all
     # Polling every 10 s: only the notification can start these jobs within a quarter second.
     start_worker("listen", env={"POLL_INTERVAL_MS": "10000", "SWEEP_INTERVAL_MS": "10000",
                                 "SIM_MIN_LATENCY_MS": "10", "SIM_MAX_LATENCY_MS": "30"})
-    time.sleep(0.5)  # let the startup claim pass, so the first job cannot ride on it
+    # Its startup claim has found nothing once it says it waits: the first job cannot ride on it.
+    wait_for("the worker waits", lambda: rows(conn, "select 1 from queue_waiters where worker_id = 'listen'") or None,
+             timeout=10)
     delays = []
     for _ in range(3):
         job = enqueue(conn)
         until_all([job.id], "succeeded", timeout=5)
         delays.append(_start_delay(conn, job.id))
-        time.sleep(0.3)  # idle again: the claim after the last success has been made
     assert max(delays) < 0.25, delays
 
 
-def _claim_calls(conn: psycopg.Connection) -> int:
-    """Calls of claim_job and claim_jobs in this database, as the server counts them (track_functions).
-    A backend reports its counts within about a second of its last call."""
-    found = rows(conn, "select coalesce(sum(calls), 0) as n from pg_stat_user_functions"
-                       " where funcname in ('claim_job', 'claim_jobs')")
+def _calls(conn: psycopg.Connection, *functions: str) -> int:
+    """Calls of these functions in this database, as the server counts them (track_functions). A
+    backend reports its counts within about a second of its last call."""
+    found = rows(conn, "select coalesce(sum(calls), 0) as n from pg_stat_user_functions where funcname = any(%s)",
+                 [list(functions)])
     return int(found[0]["n"])
 
 
-def test_worker_idle_and_listening_makes_no_claims_until_a_job_comes(conn, start_worker, until_all) -> None:
+def _claim_calls(conn: psycopg.Connection) -> int:
+    return _calls(conn, "claim_job", "claim_jobs")
+
+
+def test_worker_idle_and_listening_claims_only_at_start_and_while_it_settles(conn, start_worker) -> None:
+    """Idle, a listening worker claims at its start and once in each round of its waiting handshake (each
+    such round asks waits_settled), then no more: while six of its sweeps (every 300 ms) pass, a worker that
+    polled every 100 ms would have claimed about eighteen times. A session reports its counts late while
+    it is idle (up to ten seconds after its last report), and always before it leaves pg_stat_activity:
+    they are read once the worker's sessions are gone."""
     conn.execute(f'alter database "{conn.info.dbname}" set track_functions = \'pl\'')  # for sessions from now on
     worker = start_worker("idle", env={"POLL_INTERVAL_MS": "100", "SWEEP_INTERVAL_MS": "300"})
-    time.sleep(1.5)  # the startup claim is made and its count reported
-    before = _claim_calls(conn)
-    assert before >= 1
-    time.sleep(2.5)  # polling every 100 ms would claim about 25 times meanwhile (it sweeps 8 times)
-    assert _claim_calls(conn) == before
-    job = enqueue(conn)  # the notification wakes it
-    until_all([job.id], "succeeded", timeout=5)
-    assert len(worker.lines("success")) == 1
+    wait_for("six sweeps reported", lambda: _calls(conn, "sweep_stuck") >= 6, timeout=20)
     worker.signal(signal.SIGTERM)
     assert worker.wait(10) == 0
-    # The same measure sees a worker that polls: the counts above could have moved.
-    start_worker("poller", env={"WORKER_LISTEN": "0", "POLL_INTERVAL_MS": "100"})
-    time.sleep(1.5)
+    wait_for("the worker's sessions gone", lambda: not _sessions(conn, "pgqw-worker idle %"), timeout=10)
+    settles = _calls(conn, "waits_settled")
+    assert settles >= 1  # it did say it waits, and settled before it slept
+    assert _claim_calls(conn) == 1 + settles
+    # The same measure sees a worker that polls: the count above could have moved.
     polled = _claim_calls(conn)
-    time.sleep(1.5)
-    assert _claim_calls(conn) >= polled + 5
+    start_worker("poller", env={"WORKER_LISTEN": "0", "POLL_INTERVAL_MS": "100"})
+    wait_for("a polling worker's claims reported", lambda: _claim_calls(conn) >= polled + 5, timeout=15)
+
+
+def test_worker_idle_and_listening_is_woken_by_a_job(conn, start_worker, until_all) -> None:
+    worker = start_worker("woken", env={"POLL_INTERVAL_MS": "60000", "SWEEP_INTERVAL_MS": "60000"})
+    wait_for("the worker waits", lambda: rows(conn, "select 1 from queue_waiters where worker_id = 'woken'") or None,
+             timeout=10)
+    job = enqueue(conn)  # the notification wakes it: no poll and no sweep for a minute
+    until_all([job.id], "succeeded", timeout=5)
+    assert len(worker.wait_log("success")) == 1  # logged just after the commit
+
+
+def _sessions(conn: psycopg.Connection, name_like: str) -> list:
+    return rows(conn, "select pid from pg_stat_activity where application_name like %s", [name_like])
 
 
 def test_worker_listen_off_polls_without_listening(conn, start_worker, until_all) -> None:

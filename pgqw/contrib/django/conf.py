@@ -3,7 +3,7 @@ and the queue's migrate with its failures said in one line.
 
 The queue's database, first match wins:
   1. settings.PGQW_DATABASE_URL: a libpq URL or key=value conninfo
-  2. the environment's DATABASE_URL, as for the pgqw command
+  2. the environment's PGQW_DATABASE_URL (or its alias DATABASE_URL), as for the pgqw command
   3. settings.DATABASES[settings.PGQW_DATABASE_ALIAS] (default "default"), which must be PostgreSQL: its
      NAME, USER, PASSWORD, HOST and PORT, and those OPTIONS that are libpq keywords (sslmode, options,
      application_name, service, ...). The others (isolation_level, assume_role, pool,
@@ -18,7 +18,6 @@ manage.py prints as one line, also when it happens inside `manage.py migrate`.
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -69,11 +68,13 @@ def queue_alias() -> str:
 
 
 def database_url_override() -> str | None:
-    """settings.PGQW_DATABASE_URL, else the environment's DATABASE_URL; None when neither is set."""
+    """settings.PGQW_DATABASE_URL, else the environment's (pgqw.config); None when neither is set."""
     url = _setting("PGQW_DATABASE_URL")
     if url is not None and not isinstance(url, str):
         raise CommandError(f"PGQW_DATABASE_URL must be a text (a libpq URL or conninfo), got {type(url).__name__}")
-    return url or os.environ.get("DATABASE_URL") or None
+    from pgqw import config
+
+    return url or config.read("database_url") or None
 
 
 def queue_conninfo(connection: Any = None) -> str:
@@ -118,7 +119,9 @@ def task_modules(given: Sequence[str] | None = None) -> tuple[tuple[str, ...], s
         modules = parse_modules(setting)
         if modules:
             return modules, "settings.PGQW_TASKS"
-    modules = parse_modules(os.environ.get("PGQW_TASKS", ""))
+    from pgqw import config
+
+    modules = parse_modules(config.read("task_modules", ()))
     if modules:
         return modules, "the environment's PGQW_TASKS"
     from django.apps import apps

@@ -25,13 +25,14 @@ TASKS_HELP = ("import paths of the modules whose @task definitions this worker r
 
 class Command(BaseCommand):
     help = ("Run one pgqw worker with Django set up: the options of `pgqw worker`; the queue's database is "
-            "PGQW_DATABASE_URL, else DATABASE_URL, else DATABASES['default'].")
+            "settings.PGQW_DATABASE_URL, else the environment's PGQW_DATABASE_URL (or DATABASE_URL), else "
+            "DATABASES['default'].")
 
     def add_arguments(self, parser: Any) -> None:
         self.pgqw_options = add_pgqw_options(parser, "worker", helps={"tasks": TASKS_HELP})
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from pgqw import cli
+        from pgqw import cli, config
         from pgqw.contrib.django.attempts import wrap_registry
         from pgqw.tasks import TaskDefinitionError, load
 
@@ -48,7 +49,7 @@ class Command(BaseCommand):
         self.stdout.write(f"pgqw_worker: task modules {', '.join(modules)} (from {source})")
         self.stdout.flush()
         # pgqw's settings come from the environment (pgqw.config): the queue's database is handed over there.
-        os.environ["DATABASE_URL"] = conninfo
+        os.environ[config.by_field("database_url").env] = conninfo
         code = cli.main(["worker", *pgqw_argv(self.pgqw_options, options, tasks=[",".join(modules)])])
         if code:
             sys.exit(code)  # pgqw printed why, in one line
