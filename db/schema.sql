@@ -4381,12 +4381,20 @@ begin
     end if;
 
     return query
-    with stuck as (
-        select j.id, j.attempts, j.locked_by, j.lease_expires_at,
-               exists (select 1 from job_cancel_requests r where r.job_id = j.id) as cancel,
+    with asked as (
+        select j.id, j.attempts, j.locked_by, j.lease_expires_at, j.deadline_at,
+               (select r.requested_at from job_cancel_requests r where r.job_id = j.id) as cancel_requested_at,
                exists (select 1 from job_isolation i where i.job_id = j.id) as alone
           from jobs j
          where j.id = any (v_ids)
+    ), stuck as (
+        select asked.*, asked.cancel_requested_at is not null as cancel,
+               -- Stopped by its cancel: the request moved the deadline, and the lease, extended no more,
+               -- ran to it (its handler did not stop by itself). A lease that ran out before is a worker
+               -- that stopped responding, asked or not.
+               coalesce(asked.cancel_requested_at is not null and asked.lease_expires_at >= asked.deadline_at,
+                        false) as stopped_by_cancel
+          from asked
     ), judged as (
         select stuck.*,
                -- Given back: the attempt is not spent (as release_job gives a handed-back one back).
@@ -4402,11 +4410,14 @@ begin
                run_at = case when not judged.cancel and j.attempts < judged.max_attempts then now() else j.run_at end,
                finished_at = case when not judged.cancel and j.attempts < judged.max_attempts
                                   then null else greatest(now(), j.started_at) end,
-               last_error = format('worker %s stopped responding: its lease on attempt %s expired at %s%s',
-                                   judged.locked_by, judged.attempts, judged.lease_expires_at,
-                                   case when judged.given_back
-                                        then ' (the attempt is given back: the job runs alone next)'
-                                        when judged.alone then ' while it ran alone' else '' end),
+               last_error = case when judged.stopped_by_cancel
+                                 then format('cancelled on request (asked at %s): its lease on attempt %s ran out at %s',
+                                             judged.cancel_requested_at, judged.attempts, judged.lease_expires_at)
+                                 else format('worker %s stopped responding: its lease on attempt %s expired at %s%s',
+                                             judged.locked_by, judged.attempts, judged.lease_expires_at,
+                                             case when judged.given_back
+                                                  then ' (the attempt is given back: the job runs alone next)'
+                                                  when judged.alone then ' while it ran alone' else '' end) end,
                locked_by = null,
                lease_expires_at = null
           from judged
@@ -4414,11 +4425,14 @@ begin
         returning j.id, j.status
     ), abandoned as (
         update job_attempts a
-           set outcome = 'abandoned',
-               abandon_reason = 'lease_expired',
+           set outcome = case when judged.stopped_by_cancel then 'cancelled' else 'abandoned' end,
+               abandon_reason = case when judged.stopped_by_cancel then null else 'lease_expired' end,
                finished_at = greatest(now(), a.started_at),
-               error = format('worker %s stopped responding (lease expired at %s)',
-                              judged.locked_by, judged.lease_expires_at)
+               error = case when judged.stopped_by_cancel
+                            then format('cancelled on request (asked at %s): its lease ran out at %s',
+                                        judged.cancel_requested_at, judged.lease_expires_at)
+                            else format('worker %s stopped responding (lease expired at %s)',
+                                        judged.locked_by, judged.lease_expires_at) end
           from judged
          where a.job_id = judged.id and a.attempt = judged.attempts
     ), listed as (

@@ -149,8 +149,9 @@ def test_sweep_of_a_cancel_requested_job_ends_it_cancelled(conn: psycopg.Connect
     assert (swept.job_id, swept.status) == (job.id, "cancelled")
     row = job_row(conn, job.id)
     assert row["status"] == "cancelled" and row["finished_at"] is not None and row["locked_by"] is None
+    # Its lease, extended no more after the request, ran out: the attempt was stopped by the cancel.
     assert one(conn, "select outcome, abandon_reason from job_attempts where job_id = %s", [job.id]) == {
-        "outcome": "abandoned", "abandon_reason": "lease_expired"}
+        "outcome": "cancelled", "abandon_reason": None}
 
 
 @pytest.mark.parametrize("end", ["succeeded", "cancelled"])

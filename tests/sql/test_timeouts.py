@@ -249,6 +249,25 @@ def test_cancel_of_a_running_job_caps_its_deadline_and_the_sweep_ends_it_cancell
     assert swept.status == "cancelled"
     row = job_row(conn, job.id)
     assert row["status"] == "cancelled" and row["finished_at"] is not None
+    assert row["last_error"].startswith("cancelled on request")
+    # The attempt ended by its cancel, as a worker's mark_cancelled would have ended it.
+    [attempt] = rows(conn, "select outcome, abandon_reason, error from job_attempts where job_id = %s", [job.id])
+    assert (attempt["outcome"], attempt["abandon_reason"]) == ("cancelled", None)
+    assert attempt["error"].startswith("cancelled on request")
+
+
+def test_cancel_asked_after_the_lease_ran_out_leaves_the_attempt_abandoned(conn: psycopg.Connection) -> None:
+    # The worker stopped responding before the request: its attempt was not stopped by the cancel.
+    now = _now(conn)
+    job = _claim_at(conn, now - timedelta(hours=1))
+    assert job.lease_expires_at is not None
+    asked = db.cancel_job(conn, job_id=job.id)
+    assert asked.status == "processing" and job.lease_expires_at < asked.deadline_at
+    [swept] = db.sweep_stuck_at(conn, now=now)
+    assert swept.status == "cancelled"
+    [attempt] = rows(conn, "select outcome, abandon_reason from job_attempts where job_id = %s", [job.id])
+    assert (attempt["outcome"], attempt["abandon_reason"]) == ("abandoned", "lease_expired")
+    assert job_row(conn, job.id)["last_error"].startswith("worker w1 stopped responding")
 
 
 def test_cancel_moves_an_attempts_later_deadline_to_now_and_keeps_an_earlier_one(conn: psycopg.Connection) -> None:
@@ -263,6 +282,7 @@ def test_cancel_moves_an_attempts_later_deadline_to_now_and_keeps_an_earlier_one
     # Its lease ran to its deadline, and a cancel was asked: the sweep ends it cancelled, not timed out.
     [swept] = db.sweep_stuck_at(conn, now=now)
     assert (swept.job_id, swept.status) == (past.id, "cancelled")
+    assert [a["outcome"] for a in _attempts(conn, past.id)] == ["cancelled"]
 
 
 def test_report_timeline_shows_the_deadline_and_the_timeout(conn: psycopg.Connection) -> None:
