@@ -78,7 +78,7 @@ VARIANTS: dict[str, str] = {
     "no_checks": _drop_checks("jobs"),
     "no_attempt_checks": _drop_checks("job_attempts"),
     "no_secondary_indexes": """
-        drop index jobs_status_created_idx; drop index jobs_created_idx; drop index jobs_finished_idx;
+        drop index jobs_status_created_idx; drop index if exists jobs_created_idx; drop index jobs_finished_idx;
         drop index jobs_queue_status_idx""",
     "no_domain_rules": """
         do $$ declare c record; begin

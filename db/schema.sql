@@ -2021,6 +2021,24 @@ end;
 $$;
 
 --
+-- Name: finished_types(); Type: FUNCTION; Schema: pgqw; Owner: -
+--
+
+CREATE FUNCTION pgqw.finished_types() RETURNS text[]
+    LANGUAGE sql STABLE
+    SET search_path TO 'pgqw', 'pg_temp'
+    AS $$
+    with recursive found(name) as (
+        (select j.type::text from jobs j where j.finished_at is not null order by j.type limit 1)
+        union all
+        select (select j.type::text from jobs j where j.finished_at is not null and j.type > f.name
+                 order by j.type limit 1)
+          from found f where f.name is not null
+    )
+    select array_agg(f.name order by f.name) from found f where f.name is not null;
+$$;
+
+--
 -- Name: get_job_result(uuid); Type: FUNCTION; Schema: pgqw; Owner: -
 --
 
@@ -2848,8 +2866,6 @@ $$;
 CREATE FUNCTION pgqw.prune_expired_jobs(p_batch integer DEFAULT 1000) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pgqw', 'pg_temp'
-    SET enable_seqscan TO 'off'
-    SET jit TO 'off'
     AS $$
 declare
     v_settings queue_settings;
@@ -2857,7 +2873,6 @@ declare
     v_type text;
     v_status text;
     v_age interval;
-    v_n integer;
     v_deleted integer := 0;
 begin
     if p_batch is null or p_batch < 1 or p_batch > 100000 then
@@ -2866,16 +2881,8 @@ begin
             column = 'batch';
     end if;
     select * into v_settings from queue_settings;
-    -- Every type with a finished job: a skip scan of jobs_type_finished_idx, one probe per type. Each type is
-    -- then read by its own age, so a type kept longer costs nothing to the others.
-    with recursive found(name) as (
-        (select j.type::text from jobs j where j.finished_at is not null order by j.type limit 1)
-        union all
-        select (select j.type::text from jobs j where j.finished_at is not null and j.type > f.name
-                 order by j.type limit 1)
-          from found f where f.name is not null
-    )
-    select array_agg(f.name order by f.name) into v_types from found f where f.name is not null;
+    -- Each type read by its own age, so a type kept longer costs nothing to the others.
+    v_types := finished_types();
     if v_types is null then
         return 0;
     end if;
@@ -2886,30 +2893,50 @@ begin
                         else coalesce(t.retain_failed, v_settings.prune_finished_after) end
               into v_age
               from (select 1) one left join task_type_settings t on t.name = v_type;
-            -- As prune_jobs: only finished rows, rows another session holds skipped, and who waited for them.
-            with doomed as (
-                select j.id from jobs j
-                 where j.type = v_type and j.status = v_status
-                   and j.finished_at is not null and j.finished_at < now() - v_age
-                   -- A job whose dependents still wait (a dead parent keeps them blocked) is kept for a person.
-                   and not exists (select 1 from job_dependencies d join jobs c on c.id = d.job_id
-                                    where d.parent_id = j.id and c.finished_at is null)
-                 order by j.finished_at
-                 limit p_batch - v_deleted
-                   for update skip locked
-            ), gone as (
-                delete from jobs j using doomed d where j.id = d.id returning j.id
-            ), unwatched as (
-                delete from job_waiters w using gone g where w.job_id = g.id
-            )
-            select count(*) into v_n from gone;
-            v_deleted := v_deleted + v_n;
+            v_deleted := v_deleted + prune_finished(v_type, v_status, now() - v_age, p_batch - v_deleted);
             if v_deleted >= p_batch then
                 return v_deleted;
             end if;
         end loop;
     end loop;
     return v_deleted;
+end;
+$$;
+
+--
+-- Name: prune_finished(text, text, timestamp with time zone, integer); Type: FUNCTION; Schema: pgqw; Owner: -
+--
+
+CREATE FUNCTION pgqw.prune_finished(p_type text, p_status text, p_before timestamp with time zone, p_limit integer) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pgqw', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
+    AS $$
+declare
+    v_n integer;
+begin
+    -- Only finished rows are picked, and a claim only locks ready ones, so a claim never waits for a
+    -- prune; skip locked also passes over rows a retry or another prune holds. Rows re-checked after the
+    -- lock (read committed re-evaluates the where clause on a row changed meanwhile).
+    with doomed as (
+        select j.id from jobs j
+         where j.type = p_type and j.status = p_status
+           and j.finished_at is not null and j.finished_at < p_before
+           -- A job whose dependents still wait (a dead parent keeps them blocked) is kept for a person.
+           and not exists (select 1 from job_dependencies d join jobs c on c.id = d.job_id
+                            where d.parent_id = j.id and c.finished_at is null)
+         order by j.finished_at
+         limit p_limit
+           for update skip locked
+    ), gone as (
+        delete from jobs j using doomed d where j.id = d.id returning j.id
+    ), unwatched as (
+        -- Sessions that waited for these jobs (job_waiters has no foreign key to cascade).
+        delete from job_waiters w using gone g where w.job_id = g.id
+    )
+    select count(*) into v_n from gone;
+    return v_n;
 end;
 $$;
 
@@ -2923,7 +2950,10 @@ CREATE FUNCTION pgqw.prune_jobs(p_older_than interval, p_statuses text[] DEFAULT
     AS $$
 declare
     v_bad text;
-    v_deleted integer;
+    v_deleted integer := 0;
+    v_types text[];
+    v_type text;
+    v_status text;
 begin
     if p_older_than is null or p_older_than < interval '0' then
         raise exception using errcode = 'QV400',
@@ -2956,26 +2986,19 @@ begin
         return 0;
     end if;
 
-    -- Only finished rows are picked, and a claim only locks ready ones, so a claim never waits for a
-    -- prune; skip locked also passes over rows a retry or another prune holds. Rows re-checked after the
-    -- lock (read committed re-evaluates the where clause on a row changed meanwhile).
-    with doomed as (
-        select j.id from jobs j
-         where j.status = any (p_statuses)
-           and j.finished_at < now() - p_older_than
-           -- A job whose dependents still wait (a dead parent keeps them blocked) is kept for a person.
-           and not exists (select 1 from job_dependencies d join jobs c on c.id = d.job_id
-                            where d.parent_id = j.id and c.finished_at is null)
-         order by j.finished_at
-         limit p_batch
-           for update skip locked
-    ), gone as (
-        delete from jobs j using doomed d where j.id = d.id returning j.id
-    ), unwatched as (
-        -- Sessions that waited for these jobs (job_waiters has no foreign key to cascade).
-        delete from job_waiters w using gone g where w.job_id = g.id
-    )
-    select count(*) into v_deleted from gone;
+    -- Each status given, each type (one range of jobs_type_finished_idx each), oldest first within each.
+    v_types := finished_types();
+    if v_types is null then
+        return 0;
+    end if;
+    foreach v_status in array p_statuses loop
+        foreach v_type in array v_types loop
+            v_deleted := v_deleted + prune_finished(v_type, v_status, now() - p_older_than, p_batch - v_deleted);
+            if v_deleted >= p_batch then
+                return v_deleted;
+            end if;
+        end loop;
+    end loop;
     return v_deleted;
 end;
 $$;
@@ -3149,7 +3172,16 @@ CREATE FUNCTION pgqw.queue_throughput(p_since timestamp with time zone, p_until 
            (count(*) filter (where j.status = 'succeeded'))::integer,
            (count(*) filter (where j.status = 'dead'))::integer
       from jobs j
-     where j.status in ('succeeded', 'dead')
+     where j.type = any (array(
+               with recursive types(name) as (
+                   (select f.type::text from jobs f where f.finished_at is not null order by f.type limit 1)
+                   union all
+                   select (select f.type::text from jobs f where f.finished_at is not null and f.type > t.name
+                            order by f.type limit 1)
+                     from types t where t.name is not null
+               )
+               select t.name from types t where t.name is not null))
+       and j.status in ('succeeded', 'dead')
        and j.finished_at >= p_since and j.finished_at < p_until
      group by 1, 2
      order by 1, 2;
@@ -3701,10 +3733,21 @@ begin
             message = format('limit must be between 1 and 1000, got %s', coalesce(p_limit::text, 'null')),
             column = 'limit';
     end if;
+    -- The newest of each status present (a skip scan of jobs_status_created_idx: each step is the next
+    -- status in the index), then the newest of those: a range of that index per status, no other index.
     return query
-    select j.id, j.type::text, j.queue::text, j.status::text, j.attempts, j.max_attempts::integer, j.locked_by::text,
-           j.created_at, j.run_at, j.finished_at, j.last_error
-      from jobs j
+    with recursive present(status) as (
+        (select j.status::text from jobs j order by j.status limit 1)
+        union all
+        select (select j.status::text from jobs j where j.status > p.status order by j.status limit 1)
+          from present p where p.status is not null
+    )
+    select j.id, j.type::text, j.queue::text, j.status::text, j.attempts, j.max_attempts::integer,
+           j.locked_by::text, j.created_at, j.run_at, j.finished_at, j.last_error
+      from present p
+     cross join lateral (select * from jobs j where j.status = p.status
+                          order by j.created_at desc, j.id desc limit p_limit) j
+     where p.status is not null
      order by j.created_at desc, j.id desc
      limit p_limit;
 end;
@@ -5026,22 +5069,10 @@ CREATE INDEX job_dependencies_parent_idx ON pgqw.job_dependencies USING btree (p
 CREATE INDEX jobs_batch_idx ON pgqw.jobs USING btree (batch_id, status) WHERE (batch_id IS NOT NULL);
 
 --
--- Name: jobs_created_idx; Type: INDEX; Schema: pgqw; Owner: -
---
-
-CREATE INDEX jobs_created_idx ON pgqw.jobs USING btree (created_at DESC, id DESC);
-
---
 -- Name: jobs_expiry_idx; Type: INDEX; Schema: pgqw; Owner: -
 --
 
 CREATE INDEX jobs_expiry_idx ON pgqw.jobs USING btree (expires_at) WHERE (((status)::text = 'pending'::text) AND (attempts = 0) AND (expires_at IS NOT NULL));
-
---
--- Name: jobs_finished_idx; Type: INDEX; Schema: pgqw; Owner: -
---
-
-CREATE INDEX jobs_finished_idx ON pgqw.jobs USING btree (status, finished_at) WHERE (finished_at IS NOT NULL);
 
 --
 -- Name: jobs_lease_idx; Type: INDEX; Schema: pgqw; Owner: -

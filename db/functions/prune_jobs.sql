@@ -1,6 +1,6 @@
 -- prune_jobs: deletes up to p_batch finished jobs (final statuses only) whose finished_at is older than now() - p_older_than,
 -- with their attempts and results (cascade) and who waited for them (job_waiters); rows another session
--- holds are skipped, never waited for.
+-- holds are skipped, never waited for. Status by status as given, type by type, the oldest first within each.
 -- Returns how many it deleted: call again, committing in between, until 0. Raises QV400 (bad argument).
 create or replace function prune_jobs(
     p_older_than  interval,
@@ -13,7 +13,10 @@ set search_path from current
 as $$
 declare
     v_bad text;
-    v_deleted integer;
+    v_deleted integer := 0;
+    v_types text[];
+    v_type text;
+    v_status text;
 begin
     if p_older_than is null or p_older_than < interval '0' then
         raise exception using errcode = 'QV400',
@@ -46,26 +49,19 @@ begin
         return 0;
     end if;
 
-    -- Only finished rows are picked, and a claim only locks ready ones, so a claim never waits for a
-    -- prune; skip locked also passes over rows a retry or another prune holds. Rows re-checked after the
-    -- lock (read committed re-evaluates the where clause on a row changed meanwhile).
-    with doomed as (
-        select j.id from jobs j
-         where j.status = any (p_statuses)
-           and j.finished_at < now() - p_older_than
-           -- A job whose dependents still wait (a dead parent keeps them blocked) is kept for a person.
-           and not exists (select 1 from job_dependencies d join jobs c on c.id = d.job_id
-                            where d.parent_id = j.id and c.finished_at is null)
-         order by j.finished_at
-         limit p_batch
-           for update skip locked
-    ), gone as (
-        delete from jobs j using doomed d where j.id = d.id returning j.id
-    ), unwatched as (
-        -- Sessions that waited for these jobs (job_waiters has no foreign key to cascade).
-        delete from job_waiters w using gone g where w.job_id = g.id
-    )
-    select count(*) into v_deleted from gone;
+    -- Each status given, each type (one range of jobs_type_finished_idx each), oldest first within each.
+    v_types := finished_types();
+    if v_types is null then
+        return 0;
+    end if;
+    foreach v_status in array p_statuses loop
+        foreach v_type in array v_types loop
+            v_deleted := v_deleted + prune_finished(v_type, v_status, now() - p_older_than, p_batch - v_deleted);
+            if v_deleted >= p_batch then
+                return v_deleted;
+            end if;
+        end loop;
+    end loop;
     return v_deleted;
 end;
 $$;

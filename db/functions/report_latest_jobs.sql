@@ -15,10 +15,21 @@ begin
             message = format('limit must be between 1 and 1000, got %s', coalesce(p_limit::text, 'null')),
             column = 'limit';
     end if;
+    -- The newest of each status present (a skip scan of jobs_status_created_idx: each step is the next
+    -- status in the index), then the newest of those: a range of that index per status, no other index.
     return query
-    select j.id, j.type::text, j.queue::text, j.status::text, j.attempts, j.max_attempts::integer, j.locked_by::text,
-           j.created_at, j.run_at, j.finished_at, j.last_error
-      from jobs j
+    with recursive present(status) as (
+        (select j.status::text from jobs j order by j.status limit 1)
+        union all
+        select (select j.status::text from jobs j where j.status > p.status order by j.status limit 1)
+          from present p where p.status is not null
+    )
+    select j.id, j.type::text, j.queue::text, j.status::text, j.attempts, j.max_attempts::integer,
+           j.locked_by::text, j.created_at, j.run_at, j.finished_at, j.last_error
+      from present p
+     cross join lateral (select * from jobs j where j.status = p.status
+                          order by j.created_at desc, j.id desc limit p_limit) j
+     where p.status is not null
      order by j.created_at desc, j.id desc
      limit p_limit;
 end;

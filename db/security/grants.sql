@@ -19,8 +19,9 @@
 --     the schedules through it. check_schedule_cron only computes (security invoker, reads nothing).
 --   * waits_settled only computes (security invoker, reads no table).
 --   * raise_job_not_held, raise_unknown_queue, find_lease_attempt, notify_watchers, notify_due, time_out_attempt,
---     settle_jobs, judge_blocked, serial_turn, enqueue_jobs_into, check_bulk_filter and has_waiters are security
---     invoker and internal: only the owner's functions call them, and no role may execute them.
+--     settle_jobs, judge_blocked, serial_turn, enqueue_jobs_into, check_bulk_filter, has_waiters, prune_finished
+--     and finished_types are security invoker and internal: only the owner's functions call them, and no role
+--     may execute them.
 --   * claim_jobs_at and sweep_stuck_at take the time as an argument (tests, repairs): only the owner
 --     may execute them. Every role's claim and sweep use the server's clock (claim_jobs, sweep_stuck).
 --   * A claimed attempt is spoken for by its lease token, returned by the claim to its caller alone;
@@ -51,7 +52,7 @@ declare
         'cron_matches, schedule_times, find_lease_attempt, notify_watchers, notify_due, mark_timed_out, time_out_attempt, '
         'snooze_job, settle_jobs, judge_blocked, serial_turn, enqueue_jobs_into, check_bulk_filter, enqueue_batch, batch_status, '
         'workflow_jobs, parent_results, set_queue_key_limit, retry_dead_jobs, cancel_jobs, wait_for_jobs, waits_settled, '
-        'has_waiters';
+        'has_waiters, prune_finished, finished_types';
     -- migrations is pgqw migrate's ledger; a database installed with psql alone has none.
     v_tables constant text := 'jobs, job_attempts, job_results, queue_settings, task_types, '
         'task_type_settings, workers, queues, job_cancel_requests, schedules, job_waiters, job_isolation, '
@@ -125,7 +126,8 @@ begin
             ('pgqw_worker', 'execute on function wait_for_jobs, waits_settled'),
             -- Operators (pgqw report, pgqw check-idempotency, psql): every function but the internal ones
             -- (raise_job_not_held, raise_unknown_queue, find_lease_attempt, notify_watchers, notify_due, time_out_attempt,
-            -- settle_jobs, judge_blocked, serial_turn, enqueue_jobs_into, check_bulk_filter, has_waiters)
+            -- settle_jobs, judge_blocked, serial_turn, enqueue_jobs_into, check_bulk_filter, has_waiters,
+            -- prune_finished, finished_types)
             -- and the owner's
             -- clock (claim_jobs_at,
             -- sweep_stuck_at), every table read,

@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 
 from ._exec import _all, _column, _maybe, _maybe_async, _value
-from .models import Attempt, Job, Page, Result
+from .models import STATUSES, Attempt, Job, Page, Result
 
 GET_JOB_SQL = "select * from pgqw.jobs where id = %(job_id)s::uuid"
 
@@ -39,20 +39,31 @@ def get_result(conn: psycopg.Connection, *, job_id: uuid.UUID | str) -> Result |
     return _maybe(conn, Result, RESULT_SQL, {"job_id": job_id})
 
 
-# The job list's four shapes (status filter?, cursor?), one statement text each so that each reads its
-# index range: without a status jobs_created_idx (created_at desc, id desc), with one
-# jobs_status_created_idx (status, created_at desc, id desc); the cursor is a row comparison the index
-# starts from, the order is the index's, and the scan stops after the limit. No sort, no sequential scan.
+def _newest_first(conditions: list[str], *, status_given: bool) -> str:
+    """The statement of a job list or search: newest first, keyset pages, at most %(limit)s rows.
+
+    Every shape reads ranges of jobs_status_created_idx (status, created_at desc, id desc): with a
+    status, its one range; without, one range per status (a branch each, the statuses being fixed
+    constants), each stopped after the limit and merged in the index's order (a Merge Append), so a
+    page reads at most limit rows per status. The cursor is a row comparison each range starts from. No
+    sort, no sequential scan, and no index of created_at alone, which every write of a job would keep."""
+    where = " and ".join(conditions)
+    if status_given:
+        return ("select * from pgqw.jobs" + (" where " + where if where else "")  # fixed fragments only
+                + " order by created_at desc, id desc limit %(limit)s::integer")
+    branches = " union all ".join(
+        f"(select * from pgqw.jobs where status = '{status}'" + (" and " + where if where else "")
+        + " order by created_at desc, id desc limit %(limit)s::integer)"
+        for status in STATUSES)
+    return f"select * from ({branches}) j order by created_at desc, id desc limit %(limit)s::integer"
+
+
+_AFTER = "(created_at, id) < (%(after_at)s::timestamptz, %(after_id)s::uuid)"
+# The job list's four shapes (status filter?, cursor?), one statement text each.
 _LIST_JOBS_SQL: dict[tuple[bool, bool], str] = {
-    (False, False): "select * from pgqw.jobs"
-                    " order by created_at desc, id desc limit %(limit)s::integer",
-    (True, False): "select * from pgqw.jobs where status = %(status)s::text"
-                   " order by created_at desc, id desc limit %(limit)s::integer",
-    (False, True): "select * from pgqw.jobs where (created_at, id) < (%(after_at)s::timestamptz, %(after_id)s::uuid)"
-                   " order by created_at desc, id desc limit %(limit)s::integer",
-    (True, True): "select * from pgqw.jobs where status = %(status)s::text"
-                  " and (created_at, id) < (%(after_at)s::timestamptz, %(after_id)s::uuid)"
-                  " order by created_at desc, id desc limit %(limit)s::integer",
+    (by_status, paged): _newest_first((["status = %(status)s::text"] if by_status else [])
+                                      + ([_AFTER] if paged else []), status_given=by_status)
+    for by_status in (False, True) for paged in (False, True)
 }
 
 
@@ -125,10 +136,8 @@ def search_jobs(
         where.append("queue = %(queue)s::text")
     if after is not None:
         params["after_at"], params["after_id"] = after
-        where.append("(created_at, id) < (%(after_at)s::timestamptz, %(after_id)s::uuid)")
-    statement = ("select * from pgqw.jobs" + (" where " + " and ".join(where) if where else "")  # fixed fragments only
-                 + " order by created_at desc, id desc limit %(limit)s::integer")
-    found = _all(conn, Job, statement, params)
+        where.append(_AFTER)
+    found = _all(conn, Job, _newest_first(where, status_given=status is not None), params)
     more = len(found) > limit
     found = found[:limit]
     return Page(jobs=found, next_cursor=(found[-1].created_at, found[-1].id) if more and found else None)

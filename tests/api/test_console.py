@@ -151,7 +151,7 @@ def test_jobs_search_bad_query_is_a_400(shared_client: FlaskClient, unchanged: N
 
 
 # The throughput read at size: 50k finished jobs over a week, analyzed. The plan reads the window from
-# jobs_finished_idx; no sequential scan.
+# jobs_type_finished_idx, type by type; no sequential scan.
 
 @pytest.fixture
 def many_attempts(conn: psycopg.Connection) -> Iterator[psycopg.Connection]:
@@ -186,6 +186,6 @@ def test_throughput_reads_the_last_hour_by_index_not_the_history(many_attempts: 
     plan = db.explain_throughput(many_attempts, minutes=60)
     scans = [(n["Node Type"], n.get("Relation Name"), n.get("Index Name")) for n in _nodes(plan)]
     assert not any(t == "Seq Scan" for t, _, _ in scans), scans
-    assert any(i == "jobs_finished_idx" for _, _, i in scans), scans
+    assert any(i == "jobs_type_finished_idx" for _, _, i in scans), scans
     found = db.throughput(many_attempts, minutes=60)
     assert 270 <= sum(c.succeeded for c in found.counts) <= 280  # 3600 s / 13 s

@@ -757,6 +757,9 @@ FINE_CALLS = [
     fine("settle_jobs", "unknown-job", "select settle_jobs(array[<unknown>])::text", ""),
     fine("judge_blocked", "unknown-job", "select judge_blocked(array[<unknown>])", []),
     fine("serial_turn", "unknown-key", f"select serial_turn($${INJECTION}$$, 1)", True),
+    fine("prune_finished", "injection-type", f"select prune_finished($${INJECTION}$$, 'succeeded', now(), 10)", 0),
+    fine("finished_types", "every-finished-type", "select finished_types() is not distinct from"
+         " (select array_agg(distinct type::text order by type::text) from jobs where finished_at is not null)", True),
     fine("retry_dead_jobs", "injection-type", f"select retry_dead_jobs(p_type => $${INJECTION}$$)", 0),
     fine("cancel_jobs", "injection-error", f"select cancel_jobs(p_error => $${INJECTION}$$)", 0),
     fine("wait_for_jobs", "injection-queue",
@@ -1027,7 +1030,8 @@ def test_hostile_input_cases_cover_every_function(world: World) -> None:
     assert files <= in_database
     # They only notify, or act on the jobs given (an id of no job is none).
     failing_calls = {p.values[0].function for p in BAD_CALLS} | {"notify_watchers", "notify_due", "settle_jobs",
-                                                                 "judge_blocked", "serial_turn", "has_waiters"}
+                                                                 "judge_blocked", "serial_turn", "has_waiters",
+                                                                 "prune_finished", "finished_types"}
     # Reads without arguments that can be wrong have only hostile-but-valid calls.
     assert files - failing_calls == {"queue_stats", "report_concurrency", "report_double_runs", "check_schedule_cron",
                                      "list_schedules", "schedule_times", "cron_matches", "list_queues",

@@ -47,13 +47,13 @@ STATE_CHANGING = (
 # The owner's clock: claims and sweeps as of a time given. No role may execute them.
 OWNER_ONLY = {"raise_job_not_held", "raise_unknown_queue", "find_lease_attempt", "notify_watchers", "notify_due",
               "claim_jobs_at", "settle_jobs", "judge_blocked", "serial_turn", "enqueue_jobs_into", "check_bulk_filter",
-              "sweep_stuck_at", "time_out_attempt", "has_waiters"}
+              "sweep_stuck_at", "time_out_attempt", "has_waiters", "prune_finished", "finished_types"}
 # The others run with the caller's rights: the reports need SELECT on what they read.
 INVOKER = ("backoff_delay", "raise_job_not_held", "raise_unknown_queue", "find_lease_attempt", "notify_watchers",
            "notify_due", "settle_jobs", "judge_blocked", "serial_turn", "enqueue_jobs_into", "check_bulk_filter",
-           "time_out_attempt", "has_waiters", "waits_settled", "queue_stats", "report_concurrency",
-           "report_double_runs", "report_latest_jobs", "report_timeline", "check_schedule_cron", "cron_matches",
-           "list_queues", "list_worker_status", "list_task_types", "count_jobs_by_status", "get_job_result",
+           "time_out_attempt", "has_waiters", "prune_finished", "finished_types", "waits_settled", "queue_stats",
+           "report_concurrency", "report_double_runs", "report_latest_jobs", "report_timeline", "check_schedule_cron",
+           "cron_matches", "list_queues", "list_worker_status", "list_task_types", "count_jobs_by_status", "get_job_result",
            "queue_throughput")
 
 # Exactly what each role may do (db/security/grants.sql).
@@ -126,6 +126,8 @@ CALLS = {
     "settle_jobs": "select settle_jobs(array[gen_random_uuid()])",
     "judge_blocked": "select judge_blocked(array[gen_random_uuid()])",
     "serial_turn": "select serial_turn('k', 1)",
+    "prune_finished": "select prune_finished('t', 'succeeded', now(), 1)",
+    "finished_types": "select finished_types()",
     "enqueue_jobs_into": "select * from enqueue_jobs_into('[]', null)",
     "check_bulk_filter": "select check_bulk_filter(null, null, null, null, null, 1)",
     "enqueue_batch": "select * from enqueue_batch('[{\"type\": \"t\", \"payload\": {}, \"idempotency_key\": \"kb\"}]')",
