@@ -6,6 +6,7 @@ from typing import Any, Iterator
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from pgqw import db
 
@@ -22,10 +23,19 @@ def _scans(plan: dict[str, Any]) -> list[tuple[str, str | None]]:
     return [(n["Node Type"], n.get("Index Name")) for n in _nodes(plan)]
 
 
-@pytest.fixture
-def big_conn(conn: psycopg.Connection) -> psycopg.Connection:
-    """The test's database with 100k jobs of every status over about a month, analyzed. Inserted
-    as the owner (the test's superuser), in one statement; the table's own rules still hold."""
+@pytest.fixture(scope="module")
+def big_conn(pg_server: str, _copies: Any) -> Iterator[psycopg.Connection]:
+    """A database of this module's own with 100k jobs of every status over about a month, analyzed,
+    made once for the module's tests, which only read it (one changes it inside a transaction it rolls
+    back). Inserted as the owner (the test's superuser), in one statement; the table's own rules still
+    hold."""
+    name = _copies.take()
+    with psycopg.connect(make_conninfo(pg_server, dbname=name), autocommit=True) as conn:
+        yield _fill(conn)
+    _copies.give_back(name)
+
+
+def _fill(conn: psycopg.Connection) -> psycopg.Connection:
     conn.execute(
         """
         insert into jobs (type, payload, status, attempts, max_attempts, last_error, run_at, created_at,
@@ -104,5 +114,6 @@ def test_report_latest_jobs_merges_the_statuses_into_the_newest_jobs(big_conn: p
         expected = [r[0] for r in big_conn.execute(
             "select id from jobs order by created_at desc, id desc limit %s", [limit])]
         assert found == expected and len(found) == limit
-    big_conn.execute("delete from jobs")
-    assert big_conn.execute("select count(*) from report_latest_jobs(20)").fetchone() == (0,)
+    with big_conn.transaction(force_rollback=True):
+        big_conn.execute("delete from jobs")
+        assert big_conn.execute("select count(*) from report_latest_jobs(20)").fetchone() == (0,)
