@@ -201,15 +201,20 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_limit(args: argparse.Namespace) -> int:
-    text = args.max_running.strip().lower()
+def _running_limit(given: str) -> int | None:
+    """A limit of running jobs as the CLI takes it: a whole number of at least 1, or none (None). ASCII
+    digits only (str.isdigit also takes '²', which int() refuses), and few enough for int(); the database
+    says when the number is past what it holds."""
+    text = given.strip().lower()
     if text == "none":
-        n = None
-    elif text.isdigit() and int(text) >= 1:
-        n = int(text)
-    else:
-        raise UsageError(f"the limit must be a whole number of at least 1, or none; got {args.max_running!r}")
-    print(_queue_line(_queue_call(args, "set_queue_limit", max_running=n)))
+        return None
+    if text.isascii() and text.isdigit() and len(text) <= 18 and int(text) >= 1:
+        return int(text)
+    raise UsageError(f"the limit must be a whole number of at least 1, or none; got {given!r}")
+
+
+def cmd_limit(args: argparse.Namespace) -> int:
+    print(_queue_line(_queue_call(args, "set_queue_limit", max_running=_running_limit(args.max_running))))
     return 0
 
 

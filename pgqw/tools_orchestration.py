@@ -15,7 +15,7 @@ import psycopg
 from . import config, db, errors
 from .errors import UsageError
 from .tables import format_table
-from .tools import _connect, _job_id, _queue_call, _queue_line
+from .tools import _connect, _job_id, _queue_call, _queue_line, _running_limit
 
 # The filters pgqw retry and pgqw cancel share: option → the keyword of retry_dead_all / cancel_all.
 FILTERS = {"type": "type", "queue": "queue", "error": "error", "since": "since", "until": "until",
@@ -115,14 +115,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_key_limit(args: argparse.Namespace) -> int:
     """set_queue_key_limit: a whole number of at least 1, or none."""
-    text = args.max_running.strip().lower()
-    if text == "none":
-        n = None
-    elif text.isdigit() and int(text) >= 1:
-        n = int(text)
-    else:
-        raise UsageError(f"the limit must be a whole number of at least 1, or none; got {args.max_running!r}")
-    q = _queue_call(args, "set_queue_key_limit", max_running=n)
+    q = _queue_call(args, "set_queue_key_limit", max_running=_running_limit(args.max_running))
     per_key = ("no limit per concurrency key" if q.key_max_running is None
                else f"at most {q.key_max_running} running per concurrency key")
     print(f"{_queue_line(q)}, {per_key}")

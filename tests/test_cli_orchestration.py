@@ -180,6 +180,7 @@ def test_cli_batch_prints_its_counts(db_url: str) -> None:
     (["retry", "0123abcd"], "no job with an id starting 0123abcd"),
     (["key-limit", "q", "0"], "at least 1, or none"),
     (["key-limit", "q", "many"], "at least 1, or none"),
+    (["key-limit", "q", "٣"], "at least 1, or none"),
     (["key-limit", "nosuchqueue", "3"], "nosuchqueue"),
     (["key-limit", "q"], "the following arguments are required"),
     (["batch", "not-a-uuid"], "must be a UUID"),

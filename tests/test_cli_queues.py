@@ -57,6 +57,8 @@ def test_cli_rate_sets_and_removes_the_rate(db_url: str) -> None:
     (["limit", "emails", "0"], "at least 1, or none"),
     (["limit", "emails", "-2"], "at least 1, or none"),
     (["limit", "emails", "lots"], "at least 1, or none"),
+    (["limit", "emails", "²"], "at least 1, or none"),
+    (["limit", "emails", "9" * 5000], "at least 1, or none"),
     (["limit", "emails", "99999999999"], "out of range"),
     (["pause", "  "], "queue must be a non-empty text"),
     (["resume", "q" * 101], "queue must be a non-empty text"),
