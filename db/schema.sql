@@ -3172,15 +3172,7 @@ CREATE FUNCTION pgqw.queue_throughput(p_since timestamp with time zone, p_until 
            (count(*) filter (where j.status = 'succeeded'))::integer,
            (count(*) filter (where j.status = 'dead'))::integer
       from jobs j
-     where j.type = any (array(
-               with recursive types(name) as (
-                   (select f.type::text from jobs f where f.finished_at is not null order by f.type limit 1)
-                   union all
-                   select (select f.type::text from jobs f where f.finished_at is not null and f.type > t.name
-                            order by f.type limit 1)
-                     from types t where t.name is not null
-               )
-               select t.name from types t where t.name is not null))
+     where j.type = any (finished_types())
        and j.status in ('succeeded', 'dead')
        and j.finished_at >= p_since and j.finished_at < p_until
      group by 1, 2

@@ -1,7 +1,7 @@
 -- finished_types: every task type with a finished job, in order (a skip scan of jobs_type_finished_idx: each
 -- step is the next type in the index, one probe per type, whatever the history holds); null when none.
--- What the prunes walk, a range of the index per type and status. Raises nothing of its own.
--- Internal: security invoker; no role may execute it.
+-- What the prunes walk (a range of the index per type and status) and the throughput chart reads. No state
+-- change. Raises nothing of its own.
 create or replace function finished_types()
 returns text[]
 language sql stable

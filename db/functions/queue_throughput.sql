@@ -2,7 +2,7 @@
 -- per queue and bucket (p_buckets equal buckets, 0 the oldest); only the (queue, bucket) pairs with a job.
 -- Retried attempts are not counted: their job counts once. No state change. Raises nothing of its own.
 --
--- For each type with a finished job (a skip scan of jobs_type_finished_idx, one probe per type), two ranges of
+-- For each type with a finished job (finished_types: one probe of jobs_type_finished_idx per type), two ranges of
 -- that index (type, status, finished_at), so the cost follows the window's jobs and the types, not the history,
 -- and the chart adds no index to the write path (pgqw.db.explain_throughput shows the plan).
 create or replace function queue_throughput(p_since timestamptz, p_until timestamptz, p_buckets integer)
@@ -16,15 +16,7 @@ as $$
            (count(*) filter (where j.status = 'succeeded'))::integer,
            (count(*) filter (where j.status = 'dead'))::integer
       from jobs j
-     where j.type = any (array(
-               with recursive types(name) as (
-                   (select f.type::text from jobs f where f.finished_at is not null order by f.type limit 1)
-                   union all
-                   select (select f.type::text from jobs f where f.finished_at is not null and f.type > t.name
-                            order by f.type limit 1)
-                     from types t where t.name is not null
-               )
-               select t.name from types t where t.name is not null))
+     where j.type = any (finished_types())
        and j.status in ('succeeded', 'dead')
        and j.finished_at >= p_since and j.finished_at < p_until
      group by 1, 2

@@ -12,15 +12,16 @@
 --     security invoker: it runs with the caller's rights, so the caller also needs SELECT on what it
 --     reads (granted below); it shows nothing the caller could not read anyway.
 --   * So are the reads the API and the console make (list_queues, list_worker_status, list_task_types,
---     count_jobs_by_status, get_job_result, queue_throughput): each is the statement its wrapper in pgqw.db runs.
+--     count_jobs_by_status, get_job_result, queue_throughput): each is the statement its wrapper in pgqw.db runs;
+--     and finished_types, which queue_throughput and the prunes read the types with.
 --   * next_run_at only reads, but is security definer: workers read no table, and it answers with
 --     times alone (when the next jobs of given queues and types come due).
 --   * list_schedules only reads, but is security definer for the same reason: a worker's scheduler reads
 --     the schedules through it. check_schedule_cron only computes (security invoker, reads nothing).
 --   * waits_settled only computes (security invoker, reads no table).
 --   * raise_job_not_held, raise_unknown_queue, find_lease_attempt, notify_watchers, notify_due, time_out_attempt,
---     settle_jobs, judge_blocked, serial_turn, enqueue_jobs_into, check_bulk_filter, has_waiters, prune_finished
---     and finished_types are security invoker and internal: only the owner's functions call them, and no role
+--     settle_jobs, judge_blocked, serial_turn, enqueue_jobs_into, check_bulk_filter, has_waiters and
+--     prune_finished are security invoker and internal: only the owner's functions call them, and no role
 --     may execute them.
 --   * claim_jobs_at and sweep_stuck_at take the time as an argument (tests, repairs): only the owner
 --     may execute them. Every role's claim and sweep use the server's clock (claim_jobs, sweep_stuck).
@@ -101,7 +102,7 @@ begin
             ('pgqw_api', 'execute on function watch_job, unwatch_job'),
             -- GET /api/queues, /api/workers, /api/task-types, /api/throughput, the jobs per status, a job's result.
             ('pgqw_api', 'execute on function list_queues, list_worker_status, list_task_types, count_jobs_by_status, '
-                         'get_job_result, queue_throughput'),
+                         'get_job_result, queue_throughput, finished_types'),
             -- Workers: the functions of their work, and no table. Every answer they need comes from the
             -- functions (the lease a claim granted, already_recorded after a lost reply).
             ('pgqw_worker', 'execute on function claim_job, claim_jobs, heartbeat, mark_succeeded, '
@@ -127,7 +128,7 @@ begin
             -- Operators (pgqw report, pgqw check-idempotency, psql): every function but the internal ones
             -- (raise_job_not_held, raise_unknown_queue, find_lease_attempt, notify_watchers, notify_due, time_out_attempt,
             -- settle_jobs, judge_blocked, serial_turn, enqueue_jobs_into, check_bulk_filter, has_waiters,
-            -- prune_finished, finished_types)
+            -- prune_finished)
             -- and the owner's
             -- clock (claim_jobs_at,
             -- sweep_stuck_at), every table read,
@@ -149,7 +150,7 @@ begin
                            'set_queue_key_limit, retry_dead_jobs, cancel_jobs'),
             ('pgqw_admin', 'execute on function watch_job, unwatch_job'),
             ('pgqw_admin', 'execute on function list_queues, list_worker_status, list_task_types, '
-                           'count_jobs_by_status, get_job_result, queue_throughput'),
+                           'count_jobs_by_status, get_job_result, queue_throughput, finished_types'),
             ('pgqw_admin', format('select on table %s', v_tables)),
             -- A DBA's settings: queue_settings, and the plain (not code_*) columns of a task type.
             ('pgqw_admin', 'update on table queue_settings'),

@@ -47,7 +47,7 @@ STATE_CHANGING = (
 # The owner's clock: claims and sweeps as of a time given. No role may execute them.
 OWNER_ONLY = {"raise_job_not_held", "raise_unknown_queue", "find_lease_attempt", "notify_watchers", "notify_due",
               "claim_jobs_at", "settle_jobs", "judge_blocked", "serial_turn", "enqueue_jobs_into", "check_bulk_filter",
-              "sweep_stuck_at", "time_out_attempt", "has_waiters", "prune_finished", "finished_types"}
+              "sweep_stuck_at", "time_out_attempt", "has_waiters", "prune_finished"}
 # The others run with the caller's rights: the reports need SELECT on what they read.
 INVOKER = ("backoff_delay", "raise_job_not_held", "raise_unknown_queue", "find_lease_attempt", "notify_watchers",
            "notify_due", "settle_jobs", "judge_blocked", "serial_turn", "enqueue_jobs_into", "check_bulk_filter",
@@ -61,8 +61,8 @@ EXECUTE = {
     "pgqw_api": {"enqueue_job", "enqueue_jobs", "retry_dead", "queue_stats", "pause_queue", "resume_queue",
                  "set_queue_limit", "set_queue_rate", "cancel_job", "pause_schedule", "resume_schedule", "list_schedules",
                  "watch_job", "unwatch_job", "list_queues", "list_worker_status", "list_task_types",
-                 "count_jobs_by_status", "get_job_result", "queue_throughput", "enqueue_batch", "batch_status",
-                 "workflow_jobs", "parent_results", "set_queue_key_limit", "retry_dead_jobs", "cancel_jobs"},
+                 "count_jobs_by_status", "get_job_result", "queue_throughput", "finished_types", "enqueue_batch",
+                 "batch_status", "workflow_jobs", "parent_results", "set_queue_key_limit", "retry_dead_jobs", "cancel_jobs"},
     "pgqw_worker": {"claim_job", "claim_jobs", "heartbeat", "mark_succeeded", "mark_jobs_succeeded",
                     "mark_failed", "release_job", "sweep_stuck", "register_task_types", "register_worker",
                     "stop_worker", "prune_expired_jobs", "mark_cancelled", "mark_timed_out", "enqueue_schedule_slots",
