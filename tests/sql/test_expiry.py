@@ -12,7 +12,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from pgqw import db
-from tests.helpers import enqueue, job_row, one, rows, snapshot
+from tests.helpers import enqueue, extension_missing, job_row, one, rows, snapshot
 
 
 def _claim_at(conn: psycopg.Connection, ahead: str, worker: str = "w1") -> list[dict[str, Any]]:
@@ -153,7 +153,7 @@ def _plans(conn: psycopg.Connection, statement: str) -> list[dict[str, Any]]:
         conn.execute("load 'auto_explain'")
     except psycopg.errors.UndefinedFile:
         conn.rollback()
-        pytest.skip("auto_explain is not installed on this PostgreSQL server")
+        extension_missing("auto_explain", "the plans of the statements inside a function are read through it")
     conn.execute("set auto_explain.log_min_duration = 0; set auto_explain.log_nested_statements = on; "
                  "set auto_explain.log_analyze = on; set auto_explain.log_format = json; "
                  "set client_min_messages = log")

@@ -6,14 +6,13 @@ must be on the server (Debian: postgresql-15-plpgsql-check); where it is not, th
 from __future__ import annotations
 
 import psycopg
-import pytest
 
-from tests.helpers import rows
+from tests.helpers import extension_missing, rows
 
 
 def test_plpgsql_check_finds_no_error_or_warning_in_any_function(conn: psycopg.Connection) -> None:
     if not rows(conn, "select 1 from pg_available_extensions where name = 'plpgsql_check'"):
-        pytest.skip("plpgsql_check is not installed on this PostgreSQL server")
+        extension_missing("plpgsql_check", "it is the linter this test runs")
     conn.execute("create extension if not exists plpgsql_check")
     found = rows(conn, """
         select p.oid::regprocedure::text as function, c.lineno, c.level, c.message, c.context
